@@ -1,0 +1,1 @@
+"""Adapters that connect PolyLoop's seams to the outside world."""

@@ -1,0 +1,1 @@
+"""polyloop-contract: a pytest plugin that checks implementations of PolyLoop's seams."""

@@ -1,0 +1,275 @@
+"""The five seams (``typing.Protocol``) and the shells that exist only for one call.
+
+Structural typing, not base classes: a downstream object usually already has a class of its
+own and a wider interface of its project; a Protocol lets the same object satisfy both.
+No third-party type appears in any signature here (``tests/unit/test_import_purity.py``).
+
+A type lives here when it only packs the arguments or the return of one seam call; values and
+persistent records live in :mod:`polyloop.types` (which must never import this module).
+
+The behaviour every implementation must guarantee is stated in each seam's docstring; the
+executable form is the ``polyloop-contract`` pytest plugin.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Protocol, runtime_checkable
+
+from polyloop.types import (
+    ActionOutcome,
+    Intent,
+    Message,
+    ModelCallResult,
+    ModelReply,
+    RunFinished,
+    RunResult,
+    RunStarted,
+    StepCompleted,
+    StepRecord,
+)
+
+__all__ = [
+    "Action",
+    "ActionExecutor",
+    "Decision",
+    "DecisionParser",
+    "Event",
+    "EventKind",
+    "EventSink",
+    "FinalAnswer",
+    "InvalidDecision",
+    "ModelCall",
+    "ModelClient",
+    "ParsedReply",
+    "RunLog",
+    "RunStore",
+    "ToolCall",
+]
+
+# ---------------------------------------------------------------------------
+# Shells of one call
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ModelCall:
+    """One call handed to the model seam."""
+
+    messages: tuple[Message, ...]
+    #: Index of this model call within the run, from 0. Not "which independent retry of the
+    #: same goal": that is the project's own metadata and travels in ``binding``.
+    call_index: int
+    run_id: str
+    #: Identifier pre-allocated by the library for this call's result.
+    result_id: str
+    #: The project's own keys (``RunRequest.model_binding``), passed through uninterpreted.
+    binding: Mapping[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """Name and arguments of one tool call."""
+
+    name: str
+    arguments: Mapping[str, object]
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    """An action the parser read from a reply."""
+
+    #: How this step's action appears in the trajectory (``StepRecord.action``); its content is
+    #: the parser's choice (dissect: the Python source; tool agents: the serialized call).
+    text: str
+    #: Set for tool actions; ``None`` for tool-less actions such as a block of code.
+    tool_call: ToolCall | None
+
+
+@dataclass(frozen=True, slots=True)
+class FinalAnswer:
+    """The model's final answer. The environment is not touched."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class InvalidDecision:
+    """No valid action could be read from the reply."""
+
+    #: Fed back to the model verbatim as the observation; make it say what to fix.
+    explanation: str
+
+
+#: The three ways a reply can be read.
+Decision = Action | FinalAnswer | InvalidDecision
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedReply:
+    """What the parser returns for one reply."""
+
+    #: The assistant text this step puts into history. It may differ from the raw reply: a
+    #: parser may drop what follows the first code block (models often invent its output).
+    history_text: str
+    decision: Decision
+
+
+@dataclass(frozen=True, slots=True)
+class RunLog:
+    """A whole run log as read back. ``RunLog()`` is the log of a run never written."""
+
+    started: RunStarted | None = None
+    intents: tuple[Intent, ...] = ()
+    model_results: tuple[ModelCallResult, ...] = ()
+    steps: tuple[StepCompleted, ...] = ()
+    finished: RunFinished | None = None
+
+
+class EventKind(StrEnum):
+    """The events a run emits, in the order they can occur (see design 0002)."""
+
+    RUN_STARTED = "run_started"
+    STEP_STARTED = "step_started"
+    STEP_COMPLETED = "step_completed"
+    RUN_FINISHED = "run_finished"
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One event sent to the event sink. Observation only: nothing a sink does steers the run.
+
+    ``step_idx`` is the step the event is about: for ``STEP_STARTED``/``STEP_COMPLETED`` that
+    step; for ``RUN_STARTED`` the first step this invocation will execute (0 on ``run``, the
+    number of recorded steps on ``resume``); for ``RUN_FINISHED`` the number of steps recorded.
+    """
+
+    kind: EventKind
+    run_id: str
+    step_idx: int
+    #: ``RUN_STARTED`` only: ``True`` when emitted by ``resume``.
+    resumed: bool = False
+    #: ``RUN_STARTED`` only: the injection entry ids by channel, in prompt order.
+    injection_entry_ids: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: ``STEP_COMPLETED`` only: the record just written.
+    step: StepRecord | None = None
+    #: ``RUN_FINISHED`` only: the result just written.
+    result: RunResult | None = None
+
+
+# ---------------------------------------------------------------------------
+# The five seams
+# ---------------------------------------------------------------------------
+
+
+@runtime_checkable
+class ModelClient(Protocol):
+    """Calls a model. Attached to the definition.
+
+    No retries, back-off or rate limits appear here: those belong to the gateway layer below.
+    A failure is an exception, never a normal reply with empty content — the library must be
+    able to tell an infrastructure failure from a model that really said nothing.
+    """
+
+    async def call(self, call: ModelCall) -> ModelReply: ...
+
+    def parameters(self) -> Mapping[str, str]:
+        """Report this client's reproducibility parameters (model id, sampling, endpoint).
+
+        Synchronous and free of I/O, so a snapshot can be taken right after assembly and does
+        not depend on whether the network is up. Never include secrets.
+        """
+        ...
+
+
+@runtime_checkable
+class DecisionParser(Protocol):
+    """Reads a model reply into a decision. Attached to the definition.
+
+    ``parse`` is synchronous pure computation: it must not do I/O, because resume re-parses an
+    interrupted step's recorded reply. It must not raise: for any input it returns a
+    :class:`ParsedReply`, using :class:`InvalidDecision` when the reply cannot be read. If it
+    raises anyway the library lets the exception propagate rather than invent a stop reason.
+    """
+
+    def parse(self, reply: ModelReply) -> ParsedReply: ...
+
+    def parameters(self) -> Mapping[str, str]:
+        """Synchronous, no I/O, string values only."""
+        ...
+
+
+@runtime_checkable
+class ActionExecutor(Protocol):
+    """Executes actions. Attached to the request, because it differs per run.
+
+    An action that fails on its own terms (code raises, a command exits non-zero) is
+    ``EXECUTED`` with the error as its observation, so the model can correct itself.
+    ``ENV_ERROR`` (returned or raised) means the environment can no longer serve the run.
+    """
+
+    async def execute(self, action: Action) -> ActionOutcome: ...
+
+    def parameters(self) -> Mapping[str, str]:
+        """Report reproducibility parameters, including whether the executor is stateful and
+        which session it is: resuming on another session must be refused by the snapshot.
+        Synchronous, no I/O."""
+        ...
+
+
+@runtime_checkable
+class RunStore(Protocol):
+    """Append-only storage of run logs. Attached to the definition.
+
+    - Holds no "current run": the run_id travels in every record, so concurrent runs on one
+      store never see each other's records.
+    - Each write is durable before it returns, and durability is prefix-closed: once write k is
+      acknowledged, writes 1..k-1 of that run are durable too.
+    - ``write_step_completed`` is atomic: readers see the action result and step record
+      together or not at all.
+    - A second ``RunStarted`` or ``RunFinished`` for a run_id is refused with
+      :class:`polyloop.errors.RunAlreadyStartedError`, never overwritten.
+    - Records read back equal the records written, in write order, and never alias them.
+    - There is no existence query: ``read_log`` answers it.
+    """
+
+    async def write_run_started(self, record: RunStarted) -> None: ...
+
+    async def write_intent(self, record: Intent) -> None: ...
+
+    async def write_model_call_result(self, record: ModelCallResult) -> None: ...
+
+    async def write_step_completed(self, record: StepCompleted) -> None: ...
+
+    async def read_log(self, run_id: str) -> RunLog:
+        """Read a whole log back.
+
+        For a run_id never written, return ``RunLog()`` and do not raise: ``run`` relies on it
+        to tell a fresh run from an existing one, and an exception used as flow control would
+        make "storage unreachable" look like "new run" and start it over.
+        """
+        ...
+
+    async def write_run_finished(self, record: RunFinished) -> None: ...
+
+    def parameters(self) -> Mapping[str, str]:
+        """Synchronous, no I/O, string values only."""
+        ...
+
+
+@runtime_checkable
+class EventSink(Protocol):
+    """Receives events. Attached to the definition.
+
+    ``emit`` may raise: the library catches the failure, logs it to the ``polyloop`` logger,
+    counts it in ``RunResult.event_delivery_failures`` and carries on. Events are an
+    observation channel, not a control channel. A failure is never re-emitted as an event.
+    """
+
+    async def emit(self, event: Event) -> None: ...
+
+    def parameters(self) -> Mapping[str, str]:
+        """Synchronous, no I/O, string values only."""
+        ...

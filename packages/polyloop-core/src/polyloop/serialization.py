@@ -1,0 +1,560 @@
+"""Exact JSON encoding of every value and record that can enter a run log.
+
+``to_dict``/``from_dict`` map a record to plain JSON objects and back; ``dumps``/``loads`` add
+the JSON text. Log records travel tagged (``dumps_log_record``/``loads_log_record``) so a store
+can keep the five kinds in one stream.
+
+Decoding is strict: a payload must carry every field of its type and no other, with the right
+JSON type. ``RunStarted``, ``StepRecord`` and ``RunResult`` must carry ``schema_version`` equal
+to a version this library reads (only ``1`` today); defaults apply only when building records
+in code, never when reading. Every error names the record and the field.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from enum import StrEnum
+from typing import Any, TypeVar, cast
+
+from polyloop.errors import ConfigurationError, SchemaVersionError, SerializationError
+from polyloop.types import (
+    ActionOutcome,
+    ActionStatus,
+    Budget,
+    Intent,
+    IntentKind,
+    ModelCallResult,
+    ModelReply,
+    ReplayPolicy,
+    RunFinished,
+    RunResult,
+    RunStarted,
+    StepCompleted,
+    StepRecord,
+    StopReason,
+)
+
+__all__ = [
+    "LOG_RECORD_TYPES",
+    "READABLE_SCHEMA_VERSIONS",
+    "LogRecord",
+    "dumps",
+    "dumps_log_record",
+    "from_dict",
+    "loads",
+    "loads_log_record",
+    "log_record_tag",
+    "to_dict",
+]
+
+#: Schema versions this library can read.
+READABLE_SCHEMA_VERSIONS = frozenset({1})
+
+LogRecord = RunStarted | Intent | ModelCallResult | StepCompleted | RunFinished
+
+#: The tag each log record kind carries in a tagged payload.
+LOG_RECORD_TYPES: Mapping[str, type[LogRecord]] = {
+    "run_started": RunStarted,
+    "intent": Intent,
+    "model_call_result": ModelCallResult,
+    "step_completed": StepCompleted,
+    "run_finished": RunFinished,
+}
+_TAG_OF: Mapping[type[object], str] = {cls: tag for tag, cls in LOG_RECORD_TYPES.items()}
+
+Encodable = (
+    RunStarted
+    | Intent
+    | ModelCallResult
+    | StepCompleted
+    | RunFinished
+    | StepRecord
+    | RunResult
+    | ActionOutcome
+    | ModelReply
+    | Budget
+)
+T = TypeVar("T", bound=Encodable)
+E = TypeVar("E", bound=StrEnum)
+
+# ---------------------------------------------------------------------------
+# Encoding
+# ---------------------------------------------------------------------------
+
+
+def _reply(value: ModelReply) -> dict[str, Any]:
+    return {"call_id": value.call_id, "content": value.content, "thinking": value.thinking}
+
+
+def _outcome(value: ActionOutcome) -> dict[str, Any]:
+    return {
+        "status": value.status.value,
+        "observation": value.observation,
+        "observation_is_synthetic": value.observation_is_synthetic,
+        "env_reported_completion": value.env_reported_completion,
+        "observation_truncated_chars": value.observation_truncated_chars,
+    }
+
+
+def _step(value: StepRecord) -> dict[str, Any]:
+    return {
+        "step_idx": value.step_idx,
+        "raw_output": value.raw_output,
+        "content_chars": value.content_chars,
+        "thinking_chars": value.thinking_chars,
+        "action": value.action,
+        "parse_ok": value.parse_ok,
+        "parse_error": value.parse_error,
+        "observation": value.observation,
+        "observation_is_synthetic": value.observation_is_synthetic,
+        "observation_truncated_chars": value.observation_truncated_chars,
+        "prompt_chars": value.prompt_chars,
+        "call_id": value.call_id,
+        "step_wall_ms": value.step_wall_ms,
+        "tool_name": value.tool_name,
+        "tool_arguments": value.tool_arguments,
+        "action_status": None if value.action_status is None else value.action_status.value,
+        "env_reported_completion": value.env_reported_completion,
+        "schema_version": value.schema_version,
+    }
+
+
+def _result(value: RunResult) -> dict[str, Any]:
+    return {
+        "run_id": value.run_id,
+        "stop_reason": value.stop_reason.value,
+        "final_answer": value.final_answer,
+        "steps": [_step(s) for s in value.steps],
+        "schema_version": value.schema_version,
+        "event_delivery_failures": value.event_delivery_failures,
+    }
+
+
+def _budget(value: Budget) -> dict[str, Any]:
+    return {
+        "max_steps": value.max_steps,
+        "max_actions": value.max_actions,
+        "max_consecutive_parse_failures": value.max_consecutive_parse_failures,
+        "max_prompt_chars": value.max_prompt_chars,
+    }
+
+
+def _run_started(value: RunStarted) -> dict[str, Any]:
+    return {
+        "run_id": value.run_id,
+        "parameter_snapshot": dict(value.parameter_snapshot),
+        "schema_version": value.schema_version,
+    }
+
+
+def _intent(value: Intent) -> dict[str, Any]:
+    return {
+        "run_id": value.run_id,
+        "kind": value.kind.value,
+        "call_index": value.call_index,
+        "result_id": value.result_id,
+        "replay_policy": value.replay_policy.value,
+    }
+
+
+def _model_call_result(value: ModelCallResult) -> dict[str, Any]:
+    return {
+        "run_id": value.run_id,
+        "result_id": value.result_id,
+        "reply": None if value.reply is None else _reply(value.reply),
+        "failure": value.failure,
+    }
+
+
+def _step_completed(value: StepCompleted) -> dict[str, Any]:
+    return {
+        "run_id": value.run_id,
+        "result_id": value.result_id,
+        "action_outcome": None if value.action_outcome is None else _outcome(value.action_outcome),
+        "step": _step(value.step),
+    }
+
+
+def _run_finished(value: RunFinished) -> dict[str, Any]:
+    return {"run_id": value.run_id, "result": _result(value.result)}
+
+
+_ENCODERS: Mapping[type[object], Callable[[Any], dict[str, Any]]] = {
+    RunStarted: _run_started,
+    Intent: _intent,
+    ModelCallResult: _model_call_result,
+    StepCompleted: _step_completed,
+    RunFinished: _run_finished,
+    StepRecord: _step,
+    RunResult: _result,
+    ActionOutcome: _outcome,
+    ModelReply: _reply,
+    Budget: _budget,
+}
+
+
+def to_dict(value: Encodable) -> dict[str, Any]:
+    """A plain JSON object (dicts, lists, str, int, bool, None) for ``value``."""
+    encoder = _ENCODERS.get(type(value))
+    if encoder is None:
+        raise SerializationError(
+            f"Cannot encode {type(value).__name__}; encodable types are "
+            f"{sorted(t.__name__ for t in _ENCODERS)}."
+        )
+    return encoder(value)
+
+
+def dumps(value: Encodable) -> str:
+    """Compact JSON text of ``value`` (non-ASCII kept as UTF-8 characters)."""
+    return json.dumps(to_dict(value), ensure_ascii=False, separators=(",", ":"))
+
+
+def log_record_tag(record: LogRecord) -> str:
+    """The tag of a log record kind (``"run_started"``, ``"intent"``, ...)."""
+    try:
+        return _TAG_OF[type(record)]
+    except KeyError:
+        raise SerializationError(
+            f"{type(record).__name__} is not a log record; expected one of "
+            f"{sorted(t.__name__ for t in _TAG_OF)}."
+        ) from None
+
+
+def dumps_log_record(record: LogRecord) -> str:
+    """One line of JSON: ``{"type": <tag>, "record": <record>}``. Contains no newline."""
+    return json.dumps(
+        {"type": log_record_tag(record), "record": to_dict(record)},
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )
+
+
+# ---------------------------------------------------------------------------
+# Decoding
+# ---------------------------------------------------------------------------
+
+
+class _Reader:
+    """Reads the fields of one JSON object, naming the record and field in every error."""
+
+    __slots__ = ("_path", "_payload", "_seen")
+
+    def __init__(self, path: str, payload: object) -> None:
+        if not isinstance(payload, dict):
+            raise SerializationError(
+                f"{path}: expected a JSON object, got {type(payload).__name__}."
+            )
+        self._path = path
+        self._payload: dict[str, Any] = payload
+        self._seen: set[str] = set()
+
+    def _get(self, name: str) -> Any:
+        if name not in self._payload:
+            raise SerializationError(f"{self._path}: field {name!r} is missing.")
+        self._seen.add(name)
+        return self._payload[name]
+
+    def _wrong(self, name: str, expected: str, value: object) -> SerializationError:
+        return SerializationError(
+            f"{self._path}.{name}: expected {expected}, got {type(value).__name__} {value!r:.80}."
+        )
+
+    def string(self, name: str) -> str:
+        value = self._get(name)
+        if not isinstance(value, str):
+            raise self._wrong(name, "a string", value)
+        return value
+
+    def opt_string(self, name: str) -> str | None:
+        value = self._get(name)
+        if value is not None and not isinstance(value, str):
+            raise self._wrong(name, "a string or null", value)
+        return value
+
+    def integer(self, name: str) -> int:
+        value = self._get(name)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self._wrong(name, "an integer", value)
+        return value
+
+    def boolean(self, name: str) -> bool:
+        value = self._get(name)
+        if not isinstance(value, bool):
+            raise self._wrong(name, "true or false", value)
+        return value
+
+    def enum(self, name: str, enum: type[E]) -> E:
+        value = self._get(name)
+        try:
+            return enum(value)
+        except ValueError:
+            allowed = ", ".join(repr(m.value) for m in enum)
+            raise self._wrong(name, f"one of {allowed}", value) from None
+
+    def opt_enum(self, name: str, enum: type[E]) -> E | None:
+        if self._payload.get(name, ...) is None:
+            self._seen.add(name)
+            return None
+        return self.enum(name, enum)
+
+    def nested(self, name: str) -> _Reader:
+        return _Reader(f"{self._path}.{name}", self._get(name))
+
+    def opt_nested(self, name: str) -> _Reader | None:
+        value = self._get(name)
+        return None if value is None else _Reader(f"{self._path}.{name}", value)
+
+    def items(self, name: str) -> list[_Reader]:
+        value = self._get(name)
+        if not isinstance(value, list):
+            raise self._wrong(name, "a list", value)
+        return [_Reader(f"{self._path}.{name}[{i}]", item) for i, item in enumerate(value)]
+
+    def str_mapping(self, name: str) -> dict[str, str]:
+        value = self._get(name)
+        if not isinstance(value, dict):
+            raise self._wrong(name, "an object of strings", value)
+        for key, item in value.items():
+            if not isinstance(item, str):
+                raise SerializationError(
+                    f"{self._path}.{name}[{key!r}]: expected a string, got {type(item).__name__}."
+                )
+        return cast(dict[str, str], value)
+
+    def version(self) -> int:
+        if "schema_version" not in self._payload:
+            raise SchemaVersionError(
+                f"{self._path}: field 'schema_version' is missing; this payload was not written "
+                "by PolyLoop (or was altered). Build old rows in code instead of decoding them."
+            )
+        version = self.integer("schema_version")
+        if version not in READABLE_SCHEMA_VERSIONS:
+            raise SchemaVersionError(
+                f"{self._path}.schema_version is {version}; this library reads only "
+                f"{sorted(READABLE_SCHEMA_VERSIONS)}. Upgrade polyloop-core to read it."
+            )
+        return version
+
+    def done(self) -> None:
+        extra = sorted(set(self._payload) - self._seen)
+        if extra:
+            raise SerializationError(
+                f"{self._path}: unknown field(s) {extra}; refusing to drop data silently."
+            )
+
+
+def _build(path: str, factory: Callable[[], T]) -> T:
+    try:
+        return factory()
+    except ConfigurationError as error:
+        raise SerializationError(f"{path}: {error}") from None
+
+
+def _read_reply(r: _Reader) -> ModelReply:
+    value = _build(
+        r._path,
+        lambda: ModelReply(
+            call_id=r.opt_string("call_id"),
+            content=r.string("content"),
+            thinking=r.string("thinking"),
+        ),
+    )
+    r.done()
+    return value
+
+
+def _read_outcome(r: _Reader) -> ActionOutcome:
+    value = _build(
+        r._path,
+        lambda: ActionOutcome(
+            status=r.enum("status", ActionStatus),
+            observation=r.string("observation"),
+            observation_is_synthetic=r.boolean("observation_is_synthetic"),
+            env_reported_completion=r.boolean("env_reported_completion"),
+            observation_truncated_chars=r.integer("observation_truncated_chars"),
+        ),
+    )
+    r.done()
+    return value
+
+
+def _read_step(r: _Reader) -> StepRecord:
+    version = r.version()
+    value = _build(
+        r._path,
+        lambda: StepRecord(
+            step_idx=r.integer("step_idx"),
+            raw_output=r.string("raw_output"),
+            content_chars=r.integer("content_chars"),
+            thinking_chars=r.integer("thinking_chars"),
+            action=r.opt_string("action"),
+            parse_ok=r.boolean("parse_ok"),
+            parse_error=r.opt_string("parse_error"),
+            observation=r.string("observation"),
+            observation_is_synthetic=r.boolean("observation_is_synthetic"),
+            observation_truncated_chars=r.integer("observation_truncated_chars"),
+            prompt_chars=r.integer("prompt_chars"),
+            call_id=r.opt_string("call_id"),
+            step_wall_ms=r.integer("step_wall_ms"),
+            tool_name=r.opt_string("tool_name"),
+            tool_arguments=r.opt_string("tool_arguments"),
+            action_status=r.opt_enum("action_status", ActionStatus),
+            env_reported_completion=r.boolean("env_reported_completion"),
+            schema_version=version,
+        ),
+    )
+    r.done()
+    return value
+
+
+def _read_result(r: _Reader) -> RunResult:
+    version = r.version()
+    value = _build(
+        r._path,
+        lambda: RunResult(
+            run_id=r.string("run_id"),
+            stop_reason=r.enum("stop_reason", StopReason),
+            final_answer=r.opt_string("final_answer"),
+            steps=tuple(_read_step(s) for s in r.items("steps")),
+            schema_version=version,
+            event_delivery_failures=r.integer("event_delivery_failures"),
+        ),
+    )
+    r.done()
+    return value
+
+
+def _read_budget(r: _Reader) -> Budget:
+    value = _build(
+        r._path,
+        lambda: Budget(
+            max_steps=r.integer("max_steps"),
+            max_actions=r.integer("max_actions"),
+            max_consecutive_parse_failures=r.integer("max_consecutive_parse_failures"),
+            max_prompt_chars=r.integer("max_prompt_chars"),
+        ),
+    )
+    r.done()
+    return value
+
+
+def _read_run_started(r: _Reader) -> RunStarted:
+    version = r.version()
+    value = _build(
+        r._path,
+        lambda: RunStarted(
+            run_id=r.string("run_id"),
+            parameter_snapshot=r.str_mapping("parameter_snapshot"),
+            schema_version=version,
+        ),
+    )
+    r.done()
+    return value
+
+
+def _read_intent(r: _Reader) -> Intent:
+    value = _build(
+        r._path,
+        lambda: Intent(
+            run_id=r.string("run_id"),
+            kind=r.enum("kind", IntentKind),
+            call_index=r.integer("call_index"),
+            result_id=r.string("result_id"),
+            replay_policy=r.enum("replay_policy", ReplayPolicy),
+        ),
+    )
+    r.done()
+    return value
+
+
+def _read_model_call_result(r: _Reader) -> ModelCallResult:
+    def build() -> ModelCallResult:
+        reply_reader = r.opt_nested("reply")
+        return ModelCallResult(
+            run_id=r.string("run_id"),
+            result_id=r.string("result_id"),
+            reply=None if reply_reader is None else _read_reply(reply_reader),
+            failure=r.opt_string("failure"),
+        )
+
+    value = _build(r._path, build)
+    r.done()
+    return value
+
+
+def _read_step_completed(r: _Reader) -> StepCompleted:
+    def build() -> StepCompleted:
+        outcome_reader = r.opt_nested("action_outcome")
+        return StepCompleted(
+            run_id=r.string("run_id"),
+            result_id=r.opt_string("result_id"),
+            action_outcome=None if outcome_reader is None else _read_outcome(outcome_reader),
+            step=_read_step(r.nested("step")),
+        )
+
+    value = _build(r._path, build)
+    r.done()
+    return value
+
+
+def _read_run_finished(r: _Reader) -> RunFinished:
+    value = _build(
+        r._path,
+        lambda: RunFinished(run_id=r.string("run_id"), result=_read_result(r.nested("result"))),
+    )
+    r.done()
+    return value
+
+
+_DECODERS: Mapping[type[object], Callable[[_Reader], Any]] = {
+    RunStarted: _read_run_started,
+    Intent: _read_intent,
+    ModelCallResult: _read_model_call_result,
+    StepCompleted: _read_step_completed,
+    RunFinished: _read_run_finished,
+    StepRecord: _read_step,
+    RunResult: _read_result,
+    ActionOutcome: _read_outcome,
+    ModelReply: _read_reply,
+    Budget: _read_budget,
+}
+
+
+def from_dict(cls: type[T], payload: object) -> T:
+    """Decode a plain JSON object into ``cls``; raise :class:`SerializationError` naming the field."""
+    decoder = _DECODERS.get(cls)
+    if decoder is None:
+        raise SerializationError(
+            f"Cannot decode {getattr(cls, '__name__', cls)!r}; decodable types are "
+            f"{sorted(t.__name__ for t in _DECODERS)}."
+        )
+    return cast(T, decoder(_Reader(cls.__name__, payload)))
+
+
+def _parse_json(what: str, text: str | bytes) -> object:
+    try:
+        return json.loads(text)
+    except (ValueError, UnicodeDecodeError) as error:
+        raise SerializationError(f"{what}: not valid JSON ({error}).") from None
+
+
+def loads(cls: type[T], text: str | bytes) -> T:
+    """Decode JSON text into ``cls`` (strict; see the module docstring)."""
+    return from_dict(cls, _parse_json(cls.__name__, text))
+
+
+def loads_log_record(text: str | bytes) -> LogRecord:
+    """Decode one tagged log record written by :func:`dumps_log_record`."""
+    payload = _parse_json("log record", text)
+    if not isinstance(payload, dict) or set(payload) != {"type", "record"}:
+        raise SerializationError(
+            "log record: expected an object with exactly the fields 'type' and 'record'."
+        )
+    tag = payload["type"]
+    cls = LOG_RECORD_TYPES.get(tag) if isinstance(tag, str) else None
+    if cls is None:
+        raise SerializationError(
+            f"log record: unknown type {tag!r}; expected one of {sorted(LOG_RECORD_TYPES)}."
+        )
+    return from_dict(cls, payload["record"])

@@ -1,0 +1,466 @@
+"""Values and persistent records: the sink of the dependency graph.
+
+A type lives here when it is a value (something that can be compared, stored or sent as is);
+shells that exist only for the duration of one seam call live in :mod:`polyloop.ports`.
+Nothing here imports another PolyLoop module except :mod:`polyloop.errors`.
+
+Constructors reject only what is structurally impossible (a negative count, an empty
+``call_id``, a model result that is both a reply and a failure). They never do I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from types import MappingProxyType
+
+from polyloop.errors import ConfigurationError
+
+__all__ = [
+    "CURRENT_SCHEMA_VERSION",
+    "ActionOutcome",
+    "ActionStatus",
+    "Budget",
+    "ContentBlock",
+    "Context",
+    "Injection",
+    "Intent",
+    "IntentKind",
+    "Message",
+    "ModelCallResult",
+    "ModelReply",
+    "ReplayPolicy",
+    "Role",
+    "RunFinished",
+    "RunResult",
+    "RunStarted",
+    "StepCompleted",
+    "StepRecord",
+    "StopReason",
+    "SyntheticObservations",
+    "TextBlock",
+]
+
+#: The one schema version this library writes and reads. Records that carry a version
+#: (``RunStarted``, ``StepRecord``, ``RunResult``) default to it when built in code.
+CURRENT_SCHEMA_VERSION = 1
+
+
+def _require_count(owner: str, field: str, value: object) -> None:
+    # bool is an int subclass; True as a count is always a caller's mistake.
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigurationError(
+            f"{owner}.{field} must be an int, got {type(value).__name__} {value!r}; "
+            "pass a whole number."
+        )
+    if value < 0:
+        raise ConfigurationError(
+            f"{owner}.{field} must be >= 0, got {value}; counts and sizes cannot be negative."
+        )
+
+
+def _require_version(owner: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigurationError(
+            f"{owner}.schema_version must be a positive int, got {value!r}; "
+            f"leave it at its default ({CURRENT_SCHEMA_VERSION}) when building records in code."
+        )
+
+
+def _frozen_str_mapping(owner: str, field: str, value: Mapping[str, str]) -> Mapping[str, str]:
+    if not isinstance(value, Mapping):
+        raise ConfigurationError(
+            f"{owner}.{field} must be a mapping of str to str, got {type(value).__name__}."
+        )
+    copy: dict[str, str] = {}
+    for key, item in value.items():
+        if not isinstance(key, str) or not isinstance(item, str):
+            raise ConfigurationError(
+                f"{owner}.{field} must map str to str; entry {key!r}: {item!r} is not. "
+                "Convert every value to a string before handing it over."
+            )
+        copy[key] = item
+    return MappingProxyType(copy)
+
+
+# ---------------------------------------------------------------------------
+# Messages and context
+# ---------------------------------------------------------------------------
+
+
+class Role(StrEnum):
+    """Who speaks a message. Observations go back to the model as ``USER`` messages."""
+
+    SYSTEM = "system"
+    USER = "user"
+    ASSISTANT = "assistant"
+
+
+@dataclass(frozen=True, slots=True)
+class TextBlock:
+    """A block of plain text inside a message; its size is its character count."""
+
+    text: str
+
+
+#: Every kind of block a message may hold. Only text today; a union later is a compatible change.
+ContentBlock = TextBlock
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One message of a prompt."""
+
+    role: Role
+    content: tuple[ContentBlock, ...]
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.content, tuple):
+            raise ConfigurationError(
+                f"Message.content must be a tuple of TextBlock, got {type(self.content).__name__}; "
+                "wrap the blocks in tuple(...)."
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    """The rendered messages of a run, split by how often they change.
+
+    ``run_level`` stays the same for the whole run and is sent first so that provider prefix
+    caches stay warm; ``goal_level`` is specific to this one goal.
+    """
+
+    run_level: tuple[Message, ...]
+    goal_level: tuple[Message, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Injection:
+    """One entry pasted into the prompt from a channel (e.g. a skill)."""
+
+    #: Identifier of the entry; reported in the run-started event, never interpreted.
+    entry_id: str
+    content: str
+
+
+@dataclass(frozen=True, slots=True)
+class SyntheticObservations:
+    """The fixed texts the library itself feeds back to the model.
+
+    They are fixed strings, not templates: the library never composes what the model sees.
+    """
+
+    #: Fed back when a tool call names an unknown tool or has invalid arguments.
+    action_rejected: str
+    #: Fed back when the environment failed to execute an action.
+    env_failed: str
+    #: Recorded as the observation of the step whose model call failed.
+    model_call_failed: str
+
+
+# ---------------------------------------------------------------------------
+# Enumerations
+# ---------------------------------------------------------------------------
+
+
+class ReplayPolicy(StrEnum):
+    """May an interrupted call be executed again when a run resumes?
+
+    ``NEVER``: it has side effects that must not repeat (the default for tools).
+    ``SAFE``: it is idempotent; executing it twice is harmless.
+    """
+
+    NEVER = "never"
+    SAFE = "safe"
+
+
+class IntentKind(StrEnum):
+    """Which side effect an :class:`Intent` announces."""
+
+    MODEL_CALL = "model_call"
+    ACTION = "action"
+
+
+class ActionStatus(StrEnum):
+    """How an attempted action settled."""
+
+    EXECUTED = "executed"
+    NOT_EXECUTED = "not_executed"
+    ENV_ERROR = "env_error"
+
+
+class StopReason(StrEnum):
+    """Why a run stopped. The string values are matched verbatim by downstream analyses.
+
+    ``TASK_COMPLETED`` means the environment confirmed the goal after an action (it reported
+    completion, or a ``completes_run`` tool executed); ``AGENT_FINISHED`` means the model gave a
+    final answer without touching the environment. Do not count them as the same thing.
+    """
+
+    TASK_COMPLETED = "task_completed"
+    STEP_BUDGET = "step_budget"
+    PARSE_FAILED_REPEATEDLY = "parse_failed_repeatedly"
+    CONTEXT_OVERFLOW = "context_overflow"
+    ENV_ERROR = "env_error"
+    LLM_ERROR = "llm_error"
+    AGENT_FINISHED = "agent_finished"
+    ACTION_BUDGET = "action_budget"
+    CANCELLED = "cancelled"
+    RESUME_STATE_UNKNOWN = "resume_state_unknown"
+
+
+# ---------------------------------------------------------------------------
+# Seam return values
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ModelReply:
+    """What the model returned for one call."""
+
+    #: Provider's identifier of the call; ``None`` when there is none, never ``""``.
+    call_id: str | None
+    content: str
+    thinking: str
+
+    def __post_init__(self) -> None:
+        if self.call_id == "":
+            raise ConfigurationError(
+                "ModelReply.call_id is the empty string; use None when the provider gave no id "
+                "(an empty id would silently fail to join in analyses)."
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class ActionOutcome:
+    """What executing an action produced.
+
+    An action that itself failed (code raised, a command exited non-zero) is ``EXECUTED``: its
+    error is a normal observation. ``ENV_ERROR`` means the environment can no longer serve.
+    """
+
+    status: ActionStatus
+    observation: str
+    observation_is_synthetic: bool
+    #: The environment says the goal is reached (not the agent's own claim).
+    env_reported_completion: bool
+    #: How many characters were cut from the observation before it was returned.
+    observation_truncated_chars: int
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.status, ActionStatus):
+            raise ConfigurationError(
+                f"ActionOutcome.status must be an ActionStatus, got {self.status!r}."
+            )
+        _require_count(
+            "ActionOutcome", "observation_truncated_chars", self.observation_truncated_chars
+        )
+
+
+# ---------------------------------------------------------------------------
+# Budget, steps, results
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """The limits of one run. All four are required."""
+
+    #: Upper bound on steps (model calls), whatever they did.
+    max_steps: int
+    #: Upper bound on executed actions; rejected tool calls do not count.
+    max_actions: int
+    #: Stop after this many parse failures in a row.
+    max_consecutive_parse_failures: int
+    #: Stop before a call whose prompt would exceed this many characters.
+    max_prompt_chars: int
+
+    def __post_init__(self) -> None:
+        for name in (
+            "max_steps",
+            "max_actions",
+            "max_consecutive_parse_failures",
+            "max_prompt_chars",
+        ):
+            _require_count("Budget", name, getattr(self, name))
+
+
+@dataclass(frozen=True, slots=True)
+class StepRecord:
+    """One row of a trajectory: what happened in one step.
+
+    The first thirteen fields keep dissect's names and meaning verbatim; the last five are new
+    and have defaults, so an old thirteen-field row can still be built in code.
+    """
+
+    step_idx: int
+    #: The assistant text put into history (the parser's ``history_text``).
+    raw_output: str
+    #: Length of ``ModelReply.content``.
+    content_chars: int
+    #: Length of ``ModelReply.thinking``.
+    thinking_chars: int
+    #: ``Action.text`` when the step attempted an action.
+    action: str | None
+    parse_ok: bool
+    parse_error: str | None
+    #: The text put into history, before the observation template wraps it.
+    observation: str
+    observation_is_synthetic: bool
+    observation_truncated_chars: int
+    #: Total characters of all text blocks sent in this step's model call.
+    prompt_chars: int
+    call_id: str | None
+    step_wall_ms: int
+    tool_name: str | None = None
+    #: Canonical JSON of the arguments (sorted keys, no spaces).
+    tool_arguments: str | None = None
+    action_status: ActionStatus | None = None
+    env_reported_completion: bool = False
+    schema_version: int = CURRENT_SCHEMA_VERSION
+
+    def __post_init__(self) -> None:
+        for name in (
+            "step_idx",
+            "content_chars",
+            "thinking_chars",
+            "observation_truncated_chars",
+            "prompt_chars",
+            "step_wall_ms",
+        ):
+            _require_count("StepRecord", name, getattr(self, name))
+        if self.call_id == "":
+            raise ConfigurationError(
+                "StepRecord.call_id is the empty string; use None when there is no call id."
+            )
+        if self.action_status is not None and not isinstance(self.action_status, ActionStatus):
+            raise ConfigurationError(
+                f"StepRecord.action_status must be an ActionStatus or None, got {self.action_status!r}."
+            )
+        _require_version("StepRecord", self.schema_version)
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """How a run ended, with its whole trajectory."""
+
+    run_id: str
+    stop_reason: StopReason
+    final_answer: str | None
+    steps: tuple[StepRecord, ...]
+    schema_version: int = CURRENT_SCHEMA_VERSION
+    #: Events the sink failed to take during this run (the run-finished event cannot count itself).
+    event_delivery_failures: int = 0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.stop_reason, StopReason):
+            raise ConfigurationError(
+                f"RunResult.stop_reason must be a StopReason, got {self.stop_reason!r}."
+            )
+        if not isinstance(self.steps, tuple):
+            raise ConfigurationError(
+                f"RunResult.steps must be a tuple of StepRecord, got {type(self.steps).__name__}."
+            )
+        _require_version("RunResult", self.schema_version)
+        _require_count("RunResult", "event_delivery_failures", self.event_delivery_failures)
+
+
+# ---------------------------------------------------------------------------
+# The five log records
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RunStarted:
+    """Head of a run log: the parameters the run was started with."""
+
+    run_id: str
+    parameter_snapshot: Mapping[str, str]
+    schema_version: int = CURRENT_SCHEMA_VERSION
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self,
+            "parameter_snapshot",
+            _frozen_str_mapping("RunStarted", "parameter_snapshot", self.parameter_snapshot),
+        )
+        _require_version("RunStarted", self.schema_version)
+
+
+@dataclass(frozen=True, slots=True)
+class Intent:
+    """Written before a side effect: what is about to happen and where its result will go."""
+
+    run_id: str
+    kind: IntentKind
+    #: The model-call index of the step this intent belongs to (both intents of a step share it).
+    call_index: int
+    #: Identifier the result will be stored under; pre-allocated by the library.
+    result_id: str
+    replay_policy: ReplayPolicy
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.kind, IntentKind):
+            raise ConfigurationError(f"Intent.kind must be an IntentKind, got {self.kind!r}.")
+        if not isinstance(self.replay_policy, ReplayPolicy):
+            raise ConfigurationError(
+                f"Intent.replay_policy must be a ReplayPolicy, got {self.replay_policy!r}."
+            )
+        _require_count("Intent", "call_index", self.call_index)
+        if not self.result_id:
+            raise ConfigurationError("Intent.result_id is empty; result ids must be non-empty.")
+
+
+@dataclass(frozen=True, slots=True)
+class ModelCallResult:
+    """The settled result of a model call: exactly one of ``reply`` and ``failure`` is set."""
+
+    run_id: str
+    result_id: str
+    reply: ModelReply | None
+    #: ``"<ExceptionType>: <message>"`` when the call raised.
+    failure: str | None
+
+    def __post_init__(self) -> None:
+        if (self.reply is None) == (self.failure is None):
+            state = "both" if self.reply is not None else "neither"
+            raise ConfigurationError(
+                f"ModelCallResult for result_id {self.result_id!r} has {state} of reply and "
+                "failure; set reply for a successful call or failure for one that raised."
+            )
+        if not self.result_id:
+            raise ConfigurationError("ModelCallResult.result_id is empty.")
+
+
+@dataclass(frozen=True, slots=True)
+class StepCompleted:
+    """One finished step: its record and, when an action intent was written, the action's result.
+
+    ``result_id`` and ``action_outcome`` are both set (the step wrote an action intent) or both
+    ``None`` (it did not). Both fields are required so every caller states which it is.
+    """
+
+    run_id: str
+    result_id: str | None
+    action_outcome: ActionOutcome | None
+    step: StepRecord
+
+    def __post_init__(self) -> None:
+        if (self.result_id is None) != (self.action_outcome is None):
+            raise ConfigurationError(
+                f"StepCompleted for step {self.step.step_idx} of run {self.run_id!r} has "
+                f"result_id={self.result_id!r} but action_outcome="
+                f"{'set' if self.action_outcome is not None else 'None'}; set both when the "
+                "step wrote an action intent, neither when it did not."
+            )
+        if self.result_id == "":
+            raise ConfigurationError("StepCompleted.result_id is empty; use None for no action.")
+
+
+@dataclass(frozen=True, slots=True)
+class RunFinished:
+    """Tail of a run log. The stop reason lives in the result, once."""
+
+    run_id: str
+    result: RunResult

@@ -1,0 +1,1 @@
+"""RunStore implementations: ``polyloop.stores.memory``, ``.jsonl`` and ``.sqlite``."""

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The whole test suite and every quality gate: what CI runs and what the README names.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+command -v uv >/dev/null 2>&1 || python3 -m pip install --quiet --disable-pip-version-check uv
+uv sync --all-packages --frozen
+echo "== ruff"; uv run ruff format --check . && uv run ruff check .
+echo "== import-linter"; uv run lint-imports
+echo "== mypy --strict"; uv run mypy
+echo "== pytest"; uv run pytest "$@"
