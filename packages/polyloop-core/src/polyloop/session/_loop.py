@@ -1,14 +1,617 @@
-"""The governed loop (being written)."""
+"""The governed loop: ``run`` and ``resume``.
+
+One step makes exactly one model call. Inside a step every store write is awaited before the
+next thing happens, and an intent is written before each side effect, so that ``resume`` can
+tell from the log alone what happened (see ``_recovery``).
+"""
 
 from __future__ import annotations
 
-from polyloop.session._definition import AgentDefinition, RunRequest
-from polyloop.types import RunResult
+import asyncio
+import logging
+import math
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from polyloop.errors import (
+    ConfigurationError,
+    PolyLoopError,
+    RunAlreadyStartedError,
+    RunNotFoundError,
+    SnapshotMismatchError,
+    ToolCallRejected,
+)
+from polyloop.ports import (
+    Action,
+    Event,
+    EventKind,
+    FinalAnswer,
+    InvalidDecision,
+    ModelCall,
+    RunLog,
+)
+from polyloop.session._definition import AgentDefinition, RunRequest, merge_snapshots
+from polyloop.session._events import EventChannel
+from polyloop.session._prompt import Prompt
+from polyloop.session._recovery import (
+    ResumeMove,
+    ResumePlan,
+    action_result_id,
+    model_result_id,
+    plan_resume,
+    stop_after_step,
+    trailing_parse_failures,
+    validate_log,
+)
+from polyloop.tools import canonical_arguments
+from polyloop.types import (
+    ActionOutcome,
+    ActionStatus,
+    Intent,
+    IntentKind,
+    ModelCallResult,
+    ModelReply,
+    ReplayPolicy,
+    RunFinished,
+    RunResult,
+    RunStarted,
+    StepCompleted,
+    StepRecord,
+    StopReason,
+)
+
+__all__ = ["DEFAULT_EVENT_TIMEOUT_SECONDS", "resume", "run", "run_snapshot"]
+
+logger = logging.getLogger("polyloop")
+
+#: Default bound on one event delivery (see :class:`EventChannel`).
+DEFAULT_EVENT_TIMEOUT_SECONDS = 1.0
+
+Clock = Callable[[], float]
 
 
-async def run(definition: AgentDefinition, request: RunRequest) -> RunResult:
-    raise NotImplementedError("run: the loop lands with issue 3")
+def run_snapshot(definition: AgentDefinition, request: RunRequest) -> Mapping[str, str]:
+    """The parameter snapshot a run records in ``RunStarted``: definition and request merged."""
+    return merge_snapshots(
+        ("", definition.parameter_snapshot()), ("", request.parameter_snapshot())
+    )
 
 
-async def resume(definition: AgentDefinition, request: RunRequest) -> RunResult:
-    raise NotImplementedError("resume: the loop lands with issue 3")
+def _check_options(clock: Clock, event_timeout_seconds: float) -> None:
+    if not callable(clock):
+        raise ConfigurationError("clock must be a zero-argument callable returning seconds.")
+    if (
+        isinstance(event_timeout_seconds, bool)
+        or not isinstance(event_timeout_seconds, int | float)
+        or not math.isfinite(event_timeout_seconds)
+        or event_timeout_seconds <= 0
+    ):
+        raise ConfigurationError(
+            f"event_timeout_seconds must be a finite number > 0, got {event_timeout_seconds!r}."
+        )
+
+
+def _snapshot_differences(recorded: Mapping[str, str], current: Mapping[str, str]) -> list[str]:
+    absent = "<absent>"
+    lines = []
+    for key in sorted(set(recorded) | set(current)):
+        old, new = recorded.get(key, absent), current.get(key, absent)
+        if old != new:
+            lines.append(f"  {key}: recorded {old!r}, now {new!r}")
+    return lines
+
+
+@dataclass(frozen=True, slots=True)
+class _Head:
+    """The fields of a step record known once the model reply is in."""
+
+    step_idx: int
+    raw_output: str
+    content_chars: int
+    thinking_chars: int
+    prompt_chars: int
+    call_id: str | None
+
+    def record(
+        self,
+        *,
+        action: str | None,
+        parse_ok: bool,
+        parse_error: str | None,
+        observation: str,
+        observation_is_synthetic: bool,
+        step_wall_ms: int,
+        observation_truncated_chars: int = 0,
+        tool_name: str | None = None,
+        tool_arguments: str | None = None,
+        action_status: ActionStatus | None = None,
+        env_reported_completion: bool = False,
+    ) -> StepRecord:
+        return StepRecord(
+            step_idx=self.step_idx,
+            raw_output=self.raw_output,
+            content_chars=self.content_chars,
+            thinking_chars=self.thinking_chars,
+            action=action,
+            parse_ok=parse_ok,
+            parse_error=parse_error,
+            observation=observation,
+            observation_is_synthetic=observation_is_synthetic,
+            observation_truncated_chars=observation_truncated_chars,
+            prompt_chars=self.prompt_chars,
+            call_id=self.call_id,
+            step_wall_ms=step_wall_ms,
+            tool_name=tool_name,
+            tool_arguments=tool_arguments,
+            action_status=action_status,
+            env_reported_completion=env_reported_completion,
+        )
+
+
+class _Run:
+    """The state of one invocation (``run`` or ``resume``) of one run."""
+
+    def __init__(
+        self,
+        definition: AgentDefinition,
+        request: RunRequest,
+        clock: Clock,
+        event_timeout_seconds: float,
+    ) -> None:
+        self.definition = definition
+        self.request = request
+        self.run_id = request.run_id
+        self.store = definition.store
+        self.clock = clock
+        self.events = EventChannel(definition.event_sink, request.run_id, event_timeout_seconds)
+        self.prompt = Prompt(request)
+        self.steps: list[StepRecord] = []
+        self.actions_executed = 0
+        self.parse_failures_in_a_row = 0
+
+    # -- rebuilding from a log ------------------------------------------------------------
+
+    def rebuild(self, log: RunLog) -> None:
+        """Restore history and counters from the recorded steps."""
+        for completed in log.steps:
+            step = completed.step
+            self.steps.append(step)
+            self.prompt.add_step(step.raw_output, step.observation)
+            if step.action_status is ActionStatus.EXECUTED:
+                self.actions_executed += 1
+        self.parse_failures_in_a_row = trailing_parse_failures(self.steps)
+
+    # -- the loop ---------------------------------------------------------------------------
+
+    async def drive(self, first_step: int, tail: ResumePlan | None) -> RunResult:
+        """Run steps from ``first_step`` until a stop reason; record and return the result."""
+        try:
+            final_answer: str | None = None
+            step_idx = first_step
+            while True:
+                reason, final_answer = await self.step(step_idx, tail)
+                tail = None
+                if reason is not None:
+                    return await self.finish(reason, final_answer)
+                step_idx += 1
+        except asyncio.CancelledError:
+            await self.record_cancelled()
+            raise
+
+    async def step(self, k: int, tail: ResumePlan | None) -> tuple[StopReason | None, str | None]:
+        request, budget = self.request, self.request.budget
+        started = self.clock()
+        if k >= budget.max_steps:
+            return StopReason.STEP_BUDGET, None
+        if self.actions_executed >= budget.max_actions:
+            return StopReason.ACTION_BUDGET, None
+        messages, prompt_chars = self.prompt.messages()
+        if prompt_chars > budget.max_prompt_chars:
+            return StopReason.CONTEXT_OVERFLOW, None
+        await self.events.emit(Event(EventKind.STEP_STARTED, self.run_id, k))
+
+        move = ResumeMove.START_STEP if tail is None else tail.move
+        if move in (ResumeMove.REUSE_MODEL_RESULT, ResumeMove.EXECUTE_ACTION_AGAIN):
+            assert tail is not None
+            assert tail.model_result is not None
+            result = tail.model_result
+        else:
+            result_id = model_result_id(k)
+            if move is ResumeMove.START_STEP:
+                await self.store.write_intent(
+                    Intent(
+                        self.run_id,
+                        IntentKind.MODEL_CALL,
+                        k,
+                        result_id,
+                        request.model_replay_policy,
+                    )
+                )
+            result = await self.call_model(
+                ModelCall(messages, k, self.run_id, result_id, request.model_binding)
+            )
+            await self.store.write_model_call_result(result)
+
+        if result.reply is None:
+            step = StepRecord(
+                step_idx=k,
+                raw_output="",
+                content_chars=0,
+                thinking_chars=0,
+                action=None,
+                parse_ok=False,
+                parse_error=None,
+                observation=self.definition.synthetic_observations.model_call_failed,
+                observation_is_synthetic=True,
+                observation_truncated_chars=0,
+                prompt_chars=prompt_chars,
+                call_id=None,
+                step_wall_ms=self.elapsed_ms(started),
+            )
+            await self.complete(step, None, None)
+            return StopReason.LLM_ERROR, None
+        return await self.after_reply(k, result.reply, prompt_chars, started, move)
+
+    async def call_model(self, call: ModelCall) -> ModelCallResult:
+        failure: str | None = None
+        reply: ModelReply | None = None
+        try:
+            returned: object = await self.definition.model_client.call(call)
+        except Exception as error:  # a failing model call is recorded; cancellation passes
+            failure = f"{type(error).__name__}: {error}"
+        else:
+            if isinstance(returned, ModelReply):
+                reply = returned
+            else:
+                failure = (
+                    f"TypeError: the model client returned {type(returned).__name__}, "
+                    "not a ModelReply"
+                )
+        return ModelCallResult(self.run_id, call.result_id, reply, failure)
+
+    async def after_reply(
+        self, k: int, reply: ModelReply, prompt_chars: int, started: float, move: ResumeMove
+    ) -> tuple[StopReason | None, str | None]:
+        parsed = self.definition.decision_parser.parse(reply)
+        decision = parsed.decision
+        head = _Head(
+            k,
+            parsed.history_text,
+            len(reply.content),
+            len(reply.thinking),
+            prompt_chars,
+            reply.call_id,
+        )
+        if move is ResumeMove.EXECUTE_ACTION_AGAIN and not isinstance(decision, Action):
+            raise PolyLoopError(
+                f"Run {self.run_id!r}, step {k}: the recorded reply once parsed into an action "
+                f"but now parses into {type(decision).__name__}; the decision parser is not "
+                "deterministic, so resume cannot settle the action safely."
+            )
+
+        if isinstance(decision, InvalidDecision):
+            self.parse_failures_in_a_row += 1
+            step = head.record(
+                action=None,
+                parse_ok=False,
+                parse_error=decision.explanation,
+                observation=decision.explanation,
+                observation_is_synthetic=True,
+                step_wall_ms=self.elapsed_ms(started),
+            )
+            await self.complete(step, None, None)
+            return self.stop_reason(step, completes_run=False), None
+
+        self.parse_failures_in_a_row = 0
+        if isinstance(decision, FinalAnswer):
+            step = head.record(
+                action=None,
+                parse_ok=True,
+                parse_error=None,
+                observation="",
+                observation_is_synthetic=False,
+                step_wall_ms=self.elapsed_ms(started),
+            )
+            await self.complete(step, None, None)
+            return StopReason.AGENT_FINISHED, decision.text
+
+        return await self.act(k, decision, head, started, move)
+
+    async def act(
+        self,
+        k: int,
+        action: Action,
+        head: _Head,
+        started: float,
+        move: ResumeMove,
+    ) -> tuple[StopReason | None, str | None]:
+        request = self.request
+        call = action.tool_call
+        tool_name: str | None = None
+        tool_arguments: str | None = None
+        replay_policy = ReplayPolicy.NEVER
+        completes_run = False
+        if call is not None:
+            tool_name, tool_arguments = call.name, canonical_arguments(call.arguments)
+            try:
+                request.tools.validate(call)
+            except ToolCallRejected as rejected:
+                logger.debug("polyloop: run %r step %d: %s", self.run_id, k, rejected)
+                step = head.record(
+                    action=action.text,
+                    parse_ok=True,
+                    parse_error=None,
+                    observation=self.definition.synthetic_observations.action_rejected,
+                    observation_is_synthetic=True,
+                    step_wall_ms=self.elapsed_ms(started),
+                    tool_name=tool_name,
+                    tool_arguments=tool_arguments,
+                    action_status=ActionStatus.NOT_EXECUTED,
+                )
+                await self.complete(step, None, None)
+                return self.stop_reason(step, completes_run=False), None
+            spec = request.tools.spec_for(call.name)
+            assert spec is not None  # validate() accepted the name
+            replay_policy, completes_run = spec.replay_policy, spec.completes_run
+
+        result_id = action_result_id(k)
+        if move is not ResumeMove.EXECUTE_ACTION_AGAIN:
+            await self.store.write_intent(
+                Intent(self.run_id, IntentKind.ACTION, k, result_id, replay_policy)
+            )
+        outcome = await self.execute(action)
+        step = head.record(
+            action=action.text,
+            parse_ok=True,
+            parse_error=None,
+            observation=outcome.observation,
+            observation_is_synthetic=outcome.observation_is_synthetic,
+            observation_truncated_chars=outcome.observation_truncated_chars,
+            step_wall_ms=self.elapsed_ms(started),
+            tool_name=tool_name,
+            tool_arguments=tool_arguments,
+            action_status=outcome.status,
+            env_reported_completion=outcome.env_reported_completion,
+        )
+        if outcome.status is ActionStatus.EXECUTED:
+            self.actions_executed += 1
+        await self.complete(step, result_id, outcome)
+        return self.stop_reason(step, completes_run=completes_run), None
+
+    async def execute(self, action: Action) -> ActionOutcome:
+        try:
+            outcome: object = await self.request.action_executor.execute(action)
+        except Exception as error:  # the environment failed; cancellation passes
+            logger.warning(
+                "polyloop: run %r: action executor raised %s: %s",
+                self.run_id,
+                type(error).__name__,
+                error,
+            )
+            return ActionOutcome(
+                status=ActionStatus.ENV_ERROR,
+                observation=self.definition.synthetic_observations.env_failed,
+                observation_is_synthetic=True,
+                env_reported_completion=False,
+                observation_truncated_chars=0,
+            )
+        if not isinstance(outcome, ActionOutcome):
+            raise PolyLoopError(
+                f"Run {self.run_id!r}: the action executor returned {type(outcome).__name__}, "
+                "not an ActionOutcome; fix the executor (raise on environment failure)."
+            )
+        return outcome
+
+    def stop_reason(self, step: StepRecord, *, completes_run: bool) -> StopReason | None:
+        return stop_after_step(
+            step,
+            completes_run=completes_run,
+            consecutive_parse_failures=self.parse_failures_in_a_row,
+            max_consecutive_parse_failures=self.request.budget.max_consecutive_parse_failures,
+        )
+
+    def elapsed_ms(self, started: float) -> int:
+        return max(0, round((self.clock() - started) * 1000))
+
+    async def complete(
+        self, step: StepRecord, result_id: str | None, outcome: ActionOutcome | None
+    ) -> None:
+        await self.store.write_step_completed(StepCompleted(self.run_id, result_id, outcome, step))
+        self.steps.append(step)
+        self.prompt.add_step(step.raw_output, step.observation)
+        await self.events.emit(
+            Event(EventKind.STEP_COMPLETED, self.run_id, step.step_idx, step=step)
+        )
+
+    # -- the end ----------------------------------------------------------------------------
+
+    def result(self, reason: StopReason, final_answer: str | None) -> RunResult:
+        return RunResult(
+            run_id=self.run_id,
+            stop_reason=reason,
+            final_answer=final_answer,
+            steps=tuple(self.steps),
+            event_delivery_failures=self.events.failures,
+        )
+
+    async def finish(self, reason: StopReason, final_answer: str | None) -> RunResult:
+        result = self.result(reason, final_answer)
+        await self.store.write_run_finished(RunFinished(self.run_id, result))
+        # Emitted after the record is written: its own failure is logged but cannot be counted.
+        await self.events.emit(
+            Event(EventKind.RUN_FINISHED, self.run_id, len(self.steps), result=result)
+        )
+        return result
+
+    async def record_cancelled(self) -> None:
+        """Write ``RunFinished(cancelled)``, shielded, within ``cancel_grace_seconds``."""
+        grace = self.request.cancel_grace_seconds
+        deadline = time.monotonic() + grace
+        result = self.result(StopReason.CANCELLED, None)
+        write = asyncio.ensure_future(
+            self.store.write_run_finished(RunFinished(self.run_id, result))
+        )
+        try:
+            async with asyncio.timeout(grace):
+                await asyncio.shield(write)
+        except TimeoutError:
+            logger.error(
+                "polyloop: run %r was cancelled and its 'cancelled' finish record could not be "
+                "written within cancel_grace_seconds=%s; giving up (resume will see it unfinished)",
+                self.run_id,
+                grace,
+            )
+            return
+        except asyncio.CancelledError:
+            logger.error(
+                "polyloop: run %r was cancelled again while writing its finish record; giving up",
+                self.run_id,
+            )
+            return
+        except Exception as error:
+            logger.error(
+                "polyloop: run %r was cancelled and writing its finish record failed: %s: %s",
+                self.run_id,
+                type(error).__name__,
+                error,
+            )
+            return
+        remaining = deadline - time.monotonic()
+        if remaining > 0:
+            await self.events.emit(
+                Event(EventKind.RUN_FINISHED, self.run_id, len(self.steps), result=result),
+                within=remaining,
+            )
+
+
+async def run(
+    definition: AgentDefinition,
+    request: RunRequest,
+    *,
+    clock: Clock = time.monotonic,
+    event_timeout_seconds: float = DEFAULT_EVENT_TIMEOUT_SECONDS,
+) -> RunResult:
+    """Start run ``request.run_id`` and drive it until it stops.
+
+    Raises :class:`RunAlreadyStartedError` (writing nothing) when the store already holds a log
+    for this run_id. ``clock`` measures ``step_wall_ms`` (seconds as float, monotonic).
+    ``event_timeout_seconds`` bounds each event delivery.
+    """
+    _check_options(clock, event_timeout_seconds)
+    snapshot = run_snapshot(definition, request)
+    invocation = _Run(definition, request, clock, event_timeout_seconds)
+    existing = await definition.store.read_log(request.run_id)
+    if existing != RunLog():
+        raise RunAlreadyStartedError(
+            f"Run {request.run_id!r} already has a log in this store; run() starts a run only "
+            "once. Call resume() with the same definition and request to continue it, or use a "
+            "new run_id."
+        )
+    await definition.store.write_run_started(RunStarted(request.run_id, snapshot))
+    await invocation.events.emit(
+        Event(
+            EventKind.RUN_STARTED,
+            request.run_id,
+            0,
+            injection_entry_ids=_entry_ids(request),
+        )
+    )
+    return await invocation.drive(0, None)
+
+
+def _entry_ids(request: RunRequest) -> Mapping[str, tuple[str, ...]]:
+    return {
+        channel: tuple(entry.entry_id for entry in entries)
+        for channel, entries in request.injections.items()
+    }
+
+
+async def resume(
+    definition: AgentDefinition,
+    request: RunRequest,
+    *,
+    clock: Clock = time.monotonic,
+    event_timeout_seconds: float = DEFAULT_EVENT_TIMEOUT_SECONDS,
+) -> RunResult:
+    """Continue run ``request.run_id`` from its log, by the recovery table.
+
+    Raises :class:`RunNotFoundError` when there is no ``RunStarted``, :class:`CorruptLogError`
+    naming the offending record, :class:`SnapshotMismatchError` listing every differing
+    parameter. A finished run's recorded result is returned without calling any seam.
+    """
+    _check_options(clock, event_timeout_seconds)
+    run_id = request.run_id
+    log = await definition.store.read_log(run_id)
+    if log.started is None:
+        raise RunNotFoundError(
+            f"Run {run_id!r} has no RunStarted record in this store, so there is nothing to "
+            "resume; check the run_id and the store, or start it with run()."
+        )
+    validate_log(log, run_id)
+    current = run_snapshot(definition, request)
+    differences = _snapshot_differences(log.started.parameter_snapshot, current)
+    if differences:
+        raise SnapshotMismatchError(
+            f"Run {run_id!r} was started with other parameters than it is resumed with; "
+            "resume only under the exact configuration it started with (or start a new run). "
+            "Differences:\n" + "\n".join(differences)
+        )
+    if log.finished is not None:
+        return log.finished.result
+
+    plan = plan_resume(
+        log,
+        max_consecutive_parse_failures=request.budget.max_consecutive_parse_failures,
+        completing_tools=_completing_tools(request),
+    )
+    invocation = _Run(definition, request, clock, event_timeout_seconds)
+    invocation.rebuild(log)
+    await invocation.events.emit(
+        Event(
+            EventKind.RUN_STARTED,
+            run_id,
+            plan.next_step,
+            resumed=True,
+            injection_entry_ids=_entry_ids(request),
+        )
+    )
+    try:
+        if plan.move is ResumeMove.RECORD_FINISH:
+            assert plan.stop_reason is not None
+            final_answer = (
+                _recorded_final_answer(definition, log)
+                if (plan.stop_reason is StopReason.AGENT_FINISHED)
+                else None
+            )
+            return await invocation.finish(plan.stop_reason, final_answer)
+        if plan.move is ResumeMove.STOP_STATE_UNKNOWN:
+            return await invocation.finish(StopReason.RESUME_STATE_UNKNOWN, None)
+    except asyncio.CancelledError:
+        await invocation.record_cancelled()
+        raise
+    return await invocation.drive(plan.next_step, plan)
+
+
+def _completing_tools(request: RunRequest) -> frozenset[str]:
+    names = set()
+    for name in request.tools.names():
+        spec = request.tools.spec_for(name)
+        if spec is not None and spec.completes_run:
+            names.add(name)
+    return frozenset(names)
+
+
+def _recorded_final_answer(definition: AgentDefinition, log: RunLog) -> str:
+    last = log.steps[-1].step.step_idx
+    wanted = model_result_id(last)
+    for result in log.model_results:
+        if result.result_id == wanted and result.reply is not None:
+            decision = definition.decision_parser.parse(result.reply).decision
+            if isinstance(decision, FinalAnswer):
+                return decision.text
+    raise PolyLoopError(
+        f"Run {log.started.run_id if log.started else '?'!r}: step {last} was recorded as a final "
+        "answer but its recorded reply no longer parses into one; the decision parser is not "
+        "deterministic."
+    )
