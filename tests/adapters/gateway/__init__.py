@@ -1,0 +1,1 @@
+"""Tests of polyloop.adapters.gateway against a real HTTP server on loopback."""

@@ -1,0 +1,197 @@
+"""Real HTTP servers on loopback for the gateway client's tests.
+
+``FakeGateway`` is a small Starlette app served by uvicorn in a background thread; the URL
+path selects a behaviour (``http://127.0.0.1:PORT/<scenario>/v1``). Every request it receives
+is recorded. ``RawServer`` is a bare asyncio socket server for the misbehaviours an ASGI app
+cannot produce (a response cut off mid-body).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import socket
+import threading
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+
+#: A marker placed at position 600 of the long error body: beyond the 500 characters kept.
+LONG_BODY = "E" * 450 + "-head-end-" + "F" * 140 + "PAST-THE-LIMIT" + "G" * 400
+
+
+@dataclass(frozen=True)
+class Received:
+    scenario: str
+    headers: dict[str, str]
+    body: dict[str, Any]
+
+
+def _last_text(body: dict[str, Any]) -> str:
+    messages = body.get("messages") or [{"content": ""}]
+    return str(messages[-1].get("content", ""))
+
+
+class FakeGateway:
+    def __init__(self) -> None:
+        self.received: list[Received] = []
+        #: Replies of the ``scripted`` scenario, consumed in order.
+        self.script: list[str] = []
+        self._lock = threading.Lock()
+        self.app = Starlette(
+            routes=[Route("/{scenario:path}/v1/chat/completions", self._handle, methods=["POST"])]
+        )
+
+    def requests_for(self, scenario: str) -> list[Received]:
+        with self._lock:
+            return [r for r in self.received if r.scenario == scenario]
+
+    async def _handle(self, request: Request) -> Response:
+        scenario = request.path_params["scenario"]
+        raw = await request.body()
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            body = {}
+        with self._lock:
+            self.received.append(Received(scenario, dict(request.headers), body))
+        kind, _, arg = scenario.partition("/")
+        result_id = request.headers.get("x-polyloop-result-id", "")
+        message: dict[str, Any] = {"role": "assistant", "content": "echo:" + _last_text(body)}
+        payload: dict[str, Any] = {"id": "cmpl-" + result_id, "object": "chat.completion"}
+        if kind == "ok":
+            pass
+        elif kind == "reasoning_content":
+            message["reasoning_content"] = "thought via reasoning_content"
+        elif kind == "reasoning":
+            message["reasoning"] = "thought via reasoning"
+        elif kind == "empty":
+            message["content"] = ""
+            payload["id"] = ""
+        elif kind == "null":
+            message["content"] = None
+            del payload["id"]
+        elif kind == "status":
+            return PlainTextResponse(LONG_BODY, status_code=int(arg))
+        elif kind == "notjson":
+            return PlainTextResponse("<html>bad gateway page</html>", status_code=200)
+        elif kind == "nomessage":
+            return JSONResponse({"id": "x", "choices": [{"text": "legacy completion"}]})
+        elif kind == "nochoices":
+            return JSONResponse({"id": "x", "object": "chat.completion"})
+        elif kind == "emptychoices":
+            return JSONResponse({"id": "x", "choices": []})
+        elif kind == "slow":
+            await asyncio.sleep(float(arg))
+        elif kind == "scripted":
+            # Replies in order from the script given by the test (see ``script``).
+            message["content"] = self.script.pop(0)
+        else:
+            return PlainTextResponse(f"unknown scenario {scenario}", status_code=404)
+        payload["choices"] = [{"index": 0, "message": message, "finish_reason": "stop"}]
+        return JSONResponse(payload)
+
+
+@contextlib.contextmanager
+def serve_in_thread(gateway: FakeGateway) -> Iterator[str]:
+    """Serve ``gateway.app`` with uvicorn on 127.0.0.1 (free port); yield ``http://host:port``."""
+    config = uvicorn.Config(
+        gateway.app,
+        host="127.0.0.1",
+        port=0,
+        log_level="warning",
+        lifespan="off",
+        ws="none",
+        access_log=False,
+        timeout_graceful_shutdown=1,
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, name="fake-gateway", daemon=True)
+    thread.start()
+    try:
+        for _ in range(500):
+            if server.started:
+                break
+            if not thread.is_alive():
+                raise RuntimeError("uvicorn exited before it started")
+            threading.Event().wait(0.01)
+        else:
+            raise RuntimeError("uvicorn did not start within 5 s")
+        port = server.servers[0].sockets[0].getsockname()[1]
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+class RawServer:
+    """An asyncio TCP server on 127.0.0.1 that answers every request with fixed bytes, then
+    closes the connection (for a body shorter than its Content-Length: a cut-off response)."""
+
+    def __init__(self, reply: bytes) -> None:
+        self._reply = reply
+        self._server: asyncio.Server | None = None
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = 0
+            for line in head.split(b"\r\n"):
+                name, _, value = line.partition(b":")
+                if name.strip().lower() == b"content-length":
+                    length = int(value)
+            await reader.readexactly(length)
+            writer.write(self._reply)
+            await writer.drain()
+        finally:
+            writer.close()
+            with contextlib.suppress(ConnectionError):
+                await writer.wait_closed()
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[str]:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        port = self._server.sockets[0].getsockname()[1]
+        try:
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            self._server.close()
+            await self._server.wait_closed()
+
+
+def closed_port() -> int:
+    """A loopback port with nothing listening (bound, then released)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+@contextlib.contextmanager
+def unaccepting_listener() -> Iterator[int]:
+    """A listener with a backlog of 0 whose queue is already full and never accepted:
+    further connection attempts get no SYN-ACK, so they hang until the connect timeout."""
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    fillers: list[socket.socket] = []
+    try:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(0)
+        port: int = listener.getsockname()[1]
+        for _ in range(4):
+            filler = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            filler.setblocking(False)
+            fillers.append(filler)
+            with contextlib.suppress(BlockingIOError, OSError):
+                filler.connect(("127.0.0.1", port))
+        yield port
+    finally:
+        for filler in fillers:
+            filler.close()
+        listener.close()

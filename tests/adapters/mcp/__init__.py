@@ -1,0 +1,1 @@
+"""Tests of polyloop.adapters.mcp against a real MCP server process."""
