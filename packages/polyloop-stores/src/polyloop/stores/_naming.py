@@ -1,0 +1,43 @@
+"""File names for run logs: derived from the run_id, safe for any run_id on any disk.
+
+A name is ``<prefix>.<sha256>.jsonl`` where ``<sha256>`` is the lowercase hex SHA-256 of the
+UTF-8 bytes of the run_id and ``<prefix>`` is a short readable hint made only of
+``[a-z0-9_-]`` (``run`` when nothing readable is left). Consequences a reader relies on:
+
+- no run_id can escape the directory: the name never holds a separator, ``..``, NUL or a
+  leading dot, whatever the run_id is (``../x``, ``/etc/passwd``, 10 kB, non-ASCII);
+- two different run_ids never share a name, and their names differ in the hash part, which
+  is lowercase: on a case-insensitive disk ``Run`` and ``run`` still get different files;
+- the prefix is a convenience for humans only: the file's records carry the real run_id,
+  which the store checks on every read.
+
+A run_id that cannot be encoded as UTF-8 (a lone surrogate) cannot be stored as JSON text
+either; it is refused with a :class:`~polyloop.errors.StoreError`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+from polyloop.errors import StoreError
+
+__all__ = ["SUFFIX", "file_name_for"]
+
+SUFFIX = ".jsonl"
+_PREFIX_CHARS = 32
+_UNREADABLE = re.compile(r"[^a-z0-9_-]+")
+
+
+def file_name_for(run_id: str) -> str:
+    """The file name (no directory) holding the log of ``run_id``."""
+    try:
+        encoded = run_id.encode("utf-8")
+    except UnicodeEncodeError:
+        raise StoreError(
+            f"run_id {run_id!r} is not valid Unicode text (it holds a lone surrogate) and cannot "
+            "be stored; use a run_id made of ordinary characters."
+        ) from None
+    digest = hashlib.sha256(encoded).hexdigest()
+    prefix = _UNREADABLE.sub("_", run_id[: _PREFIX_CHARS * 2].lower()).strip("_")[:_PREFIX_CHARS]
+    return f"{prefix or 'run'}.{digest}{SUFFIX}"

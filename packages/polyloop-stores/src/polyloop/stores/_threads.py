@@ -1,0 +1,119 @@
+"""Blocking jobs run on dedicated threads and awaited from the event loop.
+
+The hand-off is a ``queue.SimpleQueue`` and the reply is ``loop.call_soon_threadsafe``: about
+half the latency of ``run_in_executor`` on a small VM, which matters when a job is one
+``fdatasync`` of ~100 µs. Threads are daemons started on first use, so a store that is never
+used starts none, and a process that forgets to close a store can still exit (a job cut short
+that way was never acknowledged).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import queue
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from polyloop.errors import StoreError
+
+__all__ = ["Job", "WorkerPool", "settle"]
+
+T = TypeVar("T")
+
+
+def _deliver(future: asyncio.Future[Any], result: object, error: BaseException | None) -> None:
+    if future.cancelled():
+        return  # the caller stopped waiting; the job itself still ran to its end
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)
+
+
+def settle(
+    loop: asyncio.AbstractEventLoop,
+    future: asyncio.Future[Any],
+    result: object,
+    error: BaseException | None,
+) -> None:
+    """Complete ``future`` on its loop from any thread (a closed loop is ignored)."""
+    # A closed loop raises RuntimeError: nobody is waiting any more.
+    with contextlib.suppress(RuntimeError):
+        loop.call_soon_threadsafe(_deliver, future, result, error)
+
+
+class Job:
+    """One call waiting for a thread: the function, its arguments and where the answer goes."""
+
+    __slots__ = ("args", "function", "future", "loop")
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        future: asyncio.Future[Any],
+        function: Callable[..., Any],
+        args: tuple[object, ...],
+    ) -> None:
+        self.loop = loop
+        self.future = future
+        self.function = function
+        self.args = args
+
+    def run(self) -> None:
+        try:
+            result = self.function(*self.args)
+        except BaseException as error:
+            settle(self.loop, self.future, None, error)
+        else:
+            settle(self.loop, self.future, result, None)
+
+
+class WorkerPool:
+    """``size`` threads taking jobs from one queue, in submission order."""
+
+    def __init__(self, name: str, size: int) -> None:
+        self._name = name
+        self._size = size
+        self._queue: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+        self._closed = False
+
+    async def run(self, function: Callable[..., T], *args: object) -> T:
+        """Run ``function(*args)`` on a pool thread and return (or raise) what it did."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+        with self._lock:
+            if self._closed:
+                raise StoreError(
+                    f"{self._name} is closed; open a new store on the same storage to continue."
+                )
+            if len(self._threads) < self._size:
+                thread = threading.Thread(
+                    target=self._work, name=f"{self._name}-{len(self._threads)}", daemon=True
+                )
+                thread.start()
+                self._threads.append(thread)
+            self._queue.put(Job(loop, future, function, args))
+        return await future
+
+    def _work(self) -> None:
+        while True:
+            job = self._queue.get()
+            if job is None:
+                return
+            job.run()
+
+    def close(self) -> None:
+        """Finish the queued jobs, then stop every thread. Blocks until they are done."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            threads = list(self._threads)
+        for _ in threads:
+            self._queue.put(None)
+        for thread in threads:
+            thread.join()

@@ -1,0 +1,339 @@
+"""A durable RunStore: one append-only JSON Lines file per run, in one directory.
+
+Each record is one line of :func:`polyloop.serialization.dumps_log_record`. A write returns
+only after its line is on disk (``fdatasync``; the directory too when the file is first opened
+by this process), so once write k of a run is acknowledged, writes 1..k are durable: prefix
+durability follows from syncing every write before the next one of the same run starts.
+
+- File names come from :func:`polyloop.stores._naming.file_name_for`: no run_id escapes the
+  directory or shares a file with another.
+- Only the last line of a file can be torn by a crash; it is ignored on read and cut off before
+  the next append. A bad line anywhere else raises :class:`~polyloop.errors.CorruptLogError`
+  naming the file and line.
+- Every write holds an exclusive ``flock`` on the file, and decides under it whether a
+  ``RunStarted`` or ``RunFinished`` is already there: of two processes racing to start one run,
+  exactly one succeeds and the other gets :class:`~polyloop.errors.RunAlreadyStartedError`.
+- File I/O runs on a pool of worker threads, never on the event loop. Writes of one run are
+  serialized; writes of different runs sync in parallel, so concurrent runs overlap their syncs.
+
+POSIX only (``fcntl``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import fcntl
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from enum import Enum
+from types import TracebackType
+from typing import TypeVar
+
+from polyloop.errors import RunAlreadyStartedError, StoreError
+from polyloop.ports import RunLog
+from polyloop.serialization import LogRecord, dumps_log_record
+from polyloop.stores._jsonl_format import parse_log, scan_tail
+from polyloop.stores._naming import file_name_for
+from polyloop.stores._threads import WorkerPool
+from polyloop.types import Intent, ModelCallResult, RunFinished, RunStarted, StepCompleted
+
+__all__ = ["JsonlRunStore"]
+
+T = TypeVar("T")
+
+_sync_data: Callable[[int], None] = getattr(os, "fdatasync", os.fsync)
+
+
+class _Kind(Enum):
+    STARTED = "RunStarted"
+    FINISHED = "RunFinished"
+    OTHER = "record"
+
+
+class _RunFile:
+    """This process's view of one run's file. Guarded by ``lock``; the flock guards the file."""
+
+    __slots__ = ("fd", "finished", "lock", "path", "size", "started")
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.lock = threading.Lock()
+        self.fd: int | None = None
+        #: Size of the file as this process last left it; -1 forces a rescan.
+        self.size = -1
+        self.started = False
+        self.finished = False
+
+
+def _write_all(fd: int, data: bytes, offset: int) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(fd, view, offset)
+        if written == 0:  # pragma: no cover - pwrite reports a full disk as ENOSPC instead
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        view = view[written:]
+        offset += written
+
+
+def _sync_directory(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _read_all(fd: int) -> bytes:
+    chunks: list[bytes] = []
+    offset = 0
+    while True:
+        chunk = os.pread(fd, 1 << 20, offset)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        offset += len(chunk)
+
+
+class JsonlRunStore:
+    """Run logs as one JSON Lines file per run in ``directory`` (created on first write).
+
+    Use it as ``async with JsonlRunStore(path) as store:`` or call :meth:`close` when done.
+    ``max_open_files`` bounds the file descriptors kept open between writes; ``max_workers``
+    bounds how many runs can be syncing at the same moment.
+    """
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        *,
+        max_open_files: int = 256,
+        max_workers: int = 32,
+    ) -> None:
+        if max_open_files < 1 or max_workers < 1:
+            raise StoreError(
+                "JsonlRunStore needs max_open_files >= 1 and max_workers >= 1; "
+                f"got {max_open_files} and {max_workers}."
+            )
+        self._directory = os.path.abspath(os.fspath(directory))
+        self._max_open = max_open_files
+        self._workers = WorkerPool(f"JsonlRunStore({self._directory!r})", max_workers)
+        self._lock = threading.Lock()
+        self._files: OrderedDict[str, _RunFile] = OrderedDict()
+        self._directory_ready = False
+
+    # -- public surface ------------------------------------------------------------------
+
+    def parameters(self) -> Mapping[str, str]:
+        """``kind`` and the absolute ``directory``: resuming elsewhere is a different store."""
+        return {"kind": "jsonl", "directory": self._directory}
+
+    @property
+    def directory(self) -> str:
+        """Absolute path of the directory holding the run files."""
+        return self._directory
+
+    def path_for(self, run_id: str) -> str:
+        """The path of the file that holds (or would hold) the log of ``run_id``."""
+        return os.path.join(self._directory, file_name_for(run_id))
+
+    async def write_run_started(self, record: RunStarted) -> None:
+        await self._append(record, _Kind.STARTED)
+
+    async def write_intent(self, record: Intent) -> None:
+        await self._append(record, _Kind.OTHER)
+
+    async def write_model_call_result(self, record: ModelCallResult) -> None:
+        await self._append(record, _Kind.OTHER)
+
+    async def write_step_completed(self, record: StepCompleted) -> None:
+        # One line holds the action result and the step record: atomic by construction.
+        await self._append(record, _Kind.OTHER)
+
+    async def write_run_finished(self, record: RunFinished) -> None:
+        await self._append(record, _Kind.FINISHED)
+
+    async def read_log(self, run_id: str) -> RunLog:
+        path = self.path_for(run_id)
+        return await self._submit(self._read, run_id, path)
+
+    def close(self) -> None:
+        """Wait for writes in flight, then close every file. Blocks; from async code use
+        ``async with`` (or ``await asyncio.to_thread(store.close)``)."""
+        self._workers.close()
+        with self._lock:
+            for state in self._files.values():
+                self._close_file(state)
+            self._files.clear()
+
+    async def __aenter__(self) -> JsonlRunStore:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await asyncio.to_thread(self.close)
+
+    # -- plumbing --------------------------------------------------------------------------
+
+    async def _submit(self, function: Callable[..., T], *args: object) -> T:
+        return await self._workers.run(function, *args)
+
+    async def _append(self, record: LogRecord, kind: _Kind) -> None:
+        path = self.path_for(record.run_id)
+        try:
+            line = (dumps_log_record(record) + "\n").encode("utf-8")
+        except UnicodeEncodeError as error:
+            raise StoreError(
+                f"A {type(record).__name__} of run {record.run_id!r} holds text that is not "
+                f"valid Unicode ({error.reason} at {error.start}); nothing was written. Replace "
+                "lone surrogates before they reach the run log."
+            ) from None
+        await self._submit(self._write, record.run_id, path, line, kind)
+
+    def _state(self, run_id: str, path: str) -> _RunFile:
+        with self._lock:
+            state = self._files.get(run_id)
+            if state is None:
+                state = self._files[run_id] = _RunFile(path)
+            self._files.move_to_end(run_id)
+            return state
+
+    def _forget(self, run_id: str, state: _RunFile) -> None:
+        """Close and drop a run's file (the caller holds ``state.lock``)."""
+        with self._lock:
+            if self._files.get(run_id) is state:
+                del self._files[run_id]
+        self._close_file(state)
+
+    @staticmethod
+    def _close_file(state: _RunFile) -> None:
+        if state.fd is not None:
+            fd, state.fd = state.fd, None
+            os.close(fd)
+
+    def _evict(self) -> None:
+        """Close the least recently used files beyond ``max_open_files``."""
+        with self._lock:
+            victims = [
+                (run_id, state)
+                for run_id, state in self._files.items()
+                if state.fd is not None and not state.lock.locked()
+            ]
+            excess = sum(1 for s in self._files.values() if s.fd is not None) - self._max_open
+        for run_id, state in victims[: max(excess, 0)]:
+            if state.lock.acquire(blocking=False):
+                try:
+                    self._forget(run_id, state)
+                finally:
+                    state.lock.release()
+
+    def _prepare_directory(self) -> None:
+        if self._directory_ready:
+            return
+        os.makedirs(self._directory, exist_ok=True)
+        _sync_directory(os.path.dirname(self._directory) or self._directory)
+        self._directory_ready = True
+
+    def _open(self, state: _RunFile) -> int:
+        if state.fd is None:
+            self._prepare_directory()
+            fd = os.open(state.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            try:
+                # The file may be new, or created by a process that died before syncing its
+                # directory entry: either way an acknowledged line needs the entry durable.
+                _sync_directory(self._directory)
+            except BaseException:
+                os.close(fd)
+                raise
+            state.fd = fd
+            state.size = -1
+        return state.fd
+
+    def _write(self, run_id: str, path: str, line: bytes, kind: _Kind) -> None:
+        state = self._state(run_id, path)
+        with state.lock:
+            try:
+                self._write_locked(run_id, state, line, kind)
+            except OSError as error:
+                self._forget(run_id, state)
+                raise StoreError(
+                    f"Writing a {kind.value} of run {run_id!r} to {path} failed: "
+                    f"{error.strerror or error} (errno {error.errno}). The record is NOT stored; "
+                    "earlier acknowledged records are intact. Fix the disk (free space, "
+                    "permissions) and resume the run."
+                ) from error
+            if kind is _Kind.FINISHED:
+                self._forget(run_id, state)
+        self._evict()
+
+    def _write_locked(self, run_id: str, state: _RunFile, line: bytes, kind: _Kind) -> None:
+        fd = self._open(state)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        offset: int | None = None
+        try:
+            size = os.fstat(fd).st_size
+            if size != state.size:
+                # Another process appended, or this is the first write here: look again.
+                tail = scan_tail(_read_all(fd))
+                if tail.valid_end < size:
+                    os.ftruncate(fd, tail.valid_end)
+                state.size = tail.valid_end
+                state.started = tail.has_started
+                state.finished = tail.has_finished
+            if kind is _Kind.STARTED and state.started:
+                raise RunAlreadyStartedError(
+                    f"Run {run_id!r} already has a RunStarted record in {state.path}; a run is "
+                    "started once. Use resume() to continue it, or pick a new run_id."
+                )
+            if kind is _Kind.FINISHED and state.finished:
+                raise RunAlreadyStartedError(
+                    f"Run {run_id!r} already has a RunFinished record in {state.path}; its "
+                    "recorded result stands and cannot be replaced."
+                )
+            offset = state.size
+            state.size = -1  # until the line is durable, the cached view is not trusted
+            _write_all(fd, line, offset)
+            _sync_data(fd)
+            state.size = offset + len(line)
+            if kind is _Kind.STARTED:
+                state.started = True
+            elif kind is _Kind.FINISHED:
+                state.finished = True
+        except OSError:
+            # Leave no partial line behind for readers; if even this fails, the torn tail is
+            # cut off by the next write, which rescans because state.size is -1.
+            if offset is not None and state.size == -1:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, offset)
+            raise
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+
+    def _read(self, run_id: str, path: str) -> RunLog:
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return RunLog()
+        except OSError as error:
+            raise StoreError(
+                f"Cannot open the log of run {run_id!r} at {path}: {error.strerror or error}. "
+                "Check that the directory is readable; nothing was changed."
+            ) from error
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+            data = _read_all(fd)
+        except OSError as error:
+            raise StoreError(
+                f"Reading the log of run {run_id!r} at {path} failed: {error.strerror or error}. "
+                "Nothing was changed; retry once the disk is readable."
+            ) from error
+        finally:
+            os.close(fd)
+        return parse_log(data, run_id, path)

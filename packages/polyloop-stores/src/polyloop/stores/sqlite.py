@@ -1,0 +1,210 @@
+"""A durable RunStore in one SQLite file: WAL, ``synchronous=FULL``, group commit.
+
+Each record is one row holding the tagged JSON of
+:func:`polyloop.serialization.dumps_log_record`; ``write_step_completed`` is therefore one row,
+applied atomically. Writes go to one writer thread that commits whatever is pending in one
+transaction (see :mod:`polyloop.stores._group_commit`): concurrent runs share syncs, while each
+write returns only once its transaction has committed, so every acknowledged write and all
+writes before it are durable (prefix durability: a run awaits each write before the next).
+
+Reads use their own thread and connection (WAL lets them run beside the writer) and see
+committed rows only. Several processes may share one file: SQLite's locks order their
+transactions and ``busy_timeout_ms`` bounds how long one waits for another. The database
+refuses a second ``RunStarted`` or ``RunFinished`` of a run (partial unique indexes), which
+decides races between processes.
+
+Nothing here runs on the event loop: connecting, writing and reading all happen on the
+store's threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+import threading
+from collections.abc import Mapping
+from types import TracebackType
+
+from polyloop.errors import ConfigurationError, CorruptLogError, SerializationError, StoreError
+from polyloop.ports import RunLog
+from polyloop.serialization import LogRecord, dumps_log_record, loads_log_record, log_record_tag
+from polyloop.stores._group_commit import GroupCommitWriter
+from polyloop.stores._records import LogBuilder
+from polyloop.stores._sqlite_schema import check_schema, connect, create_schema
+from polyloop.stores._threads import WorkerPool
+from polyloop.types import Intent, ModelCallResult, RunFinished, RunStarted, StepCompleted
+
+__all__ = ["SqliteRunStore"]
+
+#: ``synchronous`` levels that keep a WAL commit durable when it returns.
+_DURABLE_LEVELS = frozenset({"FULL", "EXTRA"})
+_SELECT = "SELECT seq, body FROM run_records WHERE run_id = ? ORDER BY seq"
+
+
+class SqliteRunStore:
+    """Run logs of many runs in the SQLite database at ``path`` (created on first write).
+
+    ``synchronous`` is ``"FULL"`` (default) or ``"EXTRA"``; weaker levels would let a commit
+    return before it is durable and are refused. ``busy_timeout_ms`` is how long a write waits
+    for another process holding the write lock before failing.
+
+    Use it as ``async with SqliteRunStore(path) as store:`` (which also opens the file, so a
+    database of a newer schema is refused right there) or call :meth:`close` when done.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        synchronous: str = "FULL",
+        busy_timeout_ms: int = 30_000,
+    ) -> None:
+        level = synchronous.upper() if isinstance(synchronous, str) else synchronous
+        if level not in _DURABLE_LEVELS:
+            raise ConfigurationError(
+                f"SqliteRunStore synchronous={synchronous!r} is not allowed: only FULL or EXTRA "
+                "make a WAL commit durable before it returns, which every RunStore promises."
+            )
+        if (
+            isinstance(busy_timeout_ms, bool)
+            or not isinstance(busy_timeout_ms, int)
+            or busy_timeout_ms < 0
+        ):
+            raise ConfigurationError(
+                f"SqliteRunStore busy_timeout_ms must be an int >= 0, got {busy_timeout_ms!r}."
+            )
+        self._path = os.path.abspath(os.fspath(path))
+        self._synchronous = level
+        self._busy_timeout_ms = busy_timeout_ms
+        name = f"SqliteRunStore({self._path!r})"
+        self._writer = GroupCommitWriter(name, self._open_writer)
+        self._readers = WorkerPool(name, 1)
+        self._reader: sqlite3.Connection | None = None
+        self._reader_lock = threading.Lock()
+
+    # -- public surface ------------------------------------------------------------------
+
+    def parameters(self) -> Mapping[str, str]:
+        """``kind`` and the absolute ``path``: resuming on another file is another store."""
+        return {"kind": "sqlite", "path": self._path}
+
+    @property
+    def path(self) -> str:
+        """Absolute path of the database file."""
+        return self._path
+
+    @property
+    def commits(self) -> int:
+        """Transactions this store has committed (several writes may share one)."""
+        return self._writer.commits
+
+    async def write_run_started(self, record: RunStarted) -> None:
+        await self._write(record)
+
+    async def write_intent(self, record: Intent) -> None:
+        await self._write(record)
+
+    async def write_model_call_result(self, record: ModelCallResult) -> None:
+        await self._write(record)
+
+    async def write_step_completed(self, record: StepCompleted) -> None:
+        await self._write(record)
+
+    async def write_run_finished(self, record: RunFinished) -> None:
+        await self._write(record)
+
+    async def read_log(self, run_id: str) -> RunLog:
+        return await self._readers.run(self._read, run_id)
+
+    async def open(self) -> None:
+        """Open (and if needed create) the database now instead of on the first write."""
+        await self._writer.open()
+
+    def close(self) -> None:
+        """Commit writes in flight, then close the connections. Blocks; from async code use
+        ``async with`` (or ``await asyncio.to_thread(store.close)``)."""
+        self._writer.close()
+        self._readers.close()
+        with self._reader_lock:
+            if self._reader is not None:
+                self._reader.close()
+                self._reader = None
+
+    async def __aenter__(self) -> SqliteRunStore:
+        await self.open()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await asyncio.to_thread(self.close)
+
+    # -- plumbing --------------------------------------------------------------------------
+
+    async def _write(self, record: LogRecord) -> None:
+        body = dumps_log_record(record)
+        try:
+            body.encode("utf-8")
+        except UnicodeEncodeError as error:
+            raise StoreError(
+                f"A {type(record).__name__} of run {record.run_id!r} holds text that is not "
+                f"valid Unicode ({error.reason} at {error.start}); nothing was written. Replace "
+                "lone surrogates before they reach the run log."
+            ) from None
+        await self._writer.write(record.run_id, log_record_tag(record), body)
+
+    def _open_writer(self) -> sqlite3.Connection:
+        parent = os.path.dirname(self._path)
+        if parent and not os.path.isdir(parent):
+            raise StoreError(
+                f"Cannot create {self._path}: directory {parent} does not exist. Create it first."
+            )
+        connection = connect(self._path, busy_timeout_ms=self._busy_timeout_ms)
+        try:
+            create_schema(connection, self._path, self._synchronous)
+        except BaseException:
+            connection.close()
+            raise
+        return connection
+
+    def _read(self, run_id: str) -> RunLog:
+        try:
+            with self._reader_lock:
+                rows = self._select(run_id)
+        except sqlite3.Error as error:
+            with self._reader_lock:
+                if self._reader is not None:
+                    self._reader.close()
+                    self._reader = None
+            raise StoreError(
+                f"Reading the log of run {run_id!r} from {self._path} failed "
+                f"({type(error).__name__}: {error}). Nothing was changed; retry once the file "
+                "is readable (or raise busy_timeout_ms if it is locked)."
+            ) from error
+        builder = LogBuilder(run_id, self._path)
+        for seq, body in rows:
+            try:
+                record = loads_log_record(body)
+            except SerializationError as error:
+                raise CorruptLogError(
+                    f"{self._path}, run_records seq {seq}: not a valid log record ({error}). "
+                    "The database was altered outside PolyLoop; repair or delete that row "
+                    "(keep a copy) before reading this run."
+                ) from None
+            builder.add(record, f"run_records seq {seq}")
+        return builder.build()
+
+    def _select(self, run_id: str) -> list[tuple[int, str]]:
+        if self._reader is None:
+            if not os.path.exists(self._path):
+                return []  # never written: read nothing and create nothing
+            reader = connect(self._path, busy_timeout_ms=self._busy_timeout_ms)
+            if not check_schema(reader, self._path):
+                reader.close()
+                return []
+            self._reader = reader
+        return list(self._reader.execute(_SELECT, (run_id,)))

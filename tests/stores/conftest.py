@@ -1,0 +1,46 @@
+"""The ``opened`` fixture: every shared store test runs on memory, jsonl and sqlite."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from polyloop.ports import RunStore
+from tests.stores._helpers import DURABLE_KINDS, STORE_KINDS, Opened, close_store, open_store
+
+
+@pytest.fixture(params=STORE_KINDS)
+async def opened(request: pytest.FixtureRequest, tmp_path: object) -> AsyncIterator[Opened]:
+    kind: str = request.param
+    where = str(tmp_path)
+    store = open_store(kind, where)
+    extra: list[RunStore] = []
+
+    def reopen() -> RunStore:
+        if kind == "memory":
+            return store  # nothing outlives a memory store: "reopening" is the same object
+        other = open_store(kind, where)
+        extra.append(other)
+        return other
+
+    yield Opened(kind, store, reopen)
+    for each in [store, *extra]:
+        await close_store(each)
+
+
+@pytest.fixture(params=DURABLE_KINDS)
+async def durable(request: pytest.FixtureRequest, tmp_path: object) -> AsyncIterator[Opened]:
+    kind: str = request.param
+    where = str(tmp_path)
+    store = open_store(kind, where)
+    extra: list[RunStore] = []
+
+    def reopen() -> RunStore:
+        other = open_store(kind, where)
+        extra.append(other)
+        return other
+
+    yield Opened(kind, store, reopen)
+    for each in [store, *extra]:
+        await close_store(each)

@@ -1,0 +1,197 @@
+"""Section 4 of the spec, run against every store (memory, jsonl, sqlite)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import tempfile
+from collections.abc import Mapping
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from polyloop.errors import PolyLoopError, RunAlreadyStartedError
+from polyloop.ports import RunLog, RunStore
+from polyloop.types import IntentKind, RunStarted
+from tests.stores._helpers import (
+    HOSTILE_RUN_IDS,
+    STORE_KINDS,
+    Opened,
+    close_store,
+    expected_log,
+    finished,
+    intent,
+    model_result,
+    open_store,
+    started,
+    step_completed,
+    storage_entries,
+    write_run,
+)
+
+
+def test_every_store_implements_the_protocol(opened: Opened) -> None:
+    assert isinstance(opened.store, RunStore)
+
+
+async def test_unknown_run_reads_as_empty_log_and_creates_nothing(
+    opened: Opened, tmp_path: object
+) -> None:
+    before = storage_entries(str(tmp_path))
+    assert await opened.store.read_log("never-written") == RunLog()
+    assert storage_entries(str(tmp_path)) == before
+
+
+async def test_unknown_run_next_to_written_runs_reads_as_empty(opened: Opened) -> None:
+    await write_run(opened.store, "written", 1)
+    assert await opened.store.read_log("other") == RunLog()
+
+
+async def test_a_whole_run_reads_back_equal_in_write_order(opened: Opened) -> None:
+    expected = await write_run(opened.store, "r-1", 5)
+    assert await opened.store.read_log("r-1") == expected
+
+
+async def test_an_unfinished_run_reads_back_without_finish(opened: Opened) -> None:
+    expected = await write_run(opened.store, "open", 3, finish=False)
+    log = await opened.store.read_log("open")
+    assert log == expected
+    assert log.finished is None
+
+
+async def test_a_failed_model_call_reads_back(opened: Opened) -> None:
+    await opened.store.write_run_started(started("f"))
+    await opened.store.write_intent(intent("f", IntentKind.MODEL_CALL, 0))
+    await opened.store.write_model_call_result(model_result("f", 0, failed=True))
+    log = await opened.store.read_log("f")
+    assert log.model_results == (model_result("f", 0, failed=True),)
+    assert log.model_results[0].reply is None
+
+
+async def test_records_survive_reopening_the_storage(opened: Opened) -> None:
+    expected = await write_run(opened.store, "kept", 4)
+    assert await opened.reopen().read_log("kept") == expected
+
+
+async def test_runs_side_by_side_never_see_each_others_records(opened: Opened) -> None:
+    await write_run(opened.store, "a", 2)
+    await write_run(opened.store, "b", 3, finish=False)
+    assert await opened.store.read_log("a") == expected_log("a", 2)
+    assert await opened.store.read_log("b") == expected_log("b", 3, finish=False)
+
+
+async def test_interleaved_concurrent_runs_keep_their_own_order(opened: Opened) -> None:
+    ids = [f"run-{i}" for i in range(12)]
+    await asyncio.gather(*(write_run(opened.store, run_id, 6) for run_id in ids))
+    for run_id in ids:
+        assert await opened.store.read_log(run_id) == expected_log(run_id, 6)
+
+
+async def test_second_run_started_is_refused_and_the_first_stands(opened: Opened) -> None:
+    await opened.store.write_run_started(started("dup", attempt="first"))
+    with pytest.raises(RunAlreadyStartedError, match="dup"):
+        await opened.store.write_run_started(started("dup", attempt="second"))
+    log = await opened.store.read_log("dup")
+    assert log.started == started("dup", attempt="first")
+
+
+async def test_second_run_finished_is_refused_and_the_first_stands(opened: Opened) -> None:
+    await write_run(opened.store, "fin", 2)
+    with pytest.raises(RunAlreadyStartedError, match="fin"):
+        await opened.store.write_run_finished(finished("fin", 0))
+    assert (await opened.store.read_log("fin")).finished == finished("fin", 2)
+
+
+async def test_second_run_started_is_refused_after_reopening(opened: Opened) -> None:
+    await opened.store.write_run_started(started("again"))
+    with pytest.raises(RunAlreadyStartedError):
+        await opened.reopen().write_run_started(started("again"))
+
+
+async def test_concurrent_starts_of_one_run_in_one_process_let_exactly_one_win(
+    opened: Opened,
+) -> None:
+    attempts = [started("race", attempt=str(i)) for i in range(8)]
+    outcomes = await asyncio.gather(
+        *(opened.store.write_run_started(a) for a in attempts), return_exceptions=True
+    )
+    winners = [a for a, o in zip(attempts, outcomes, strict=True) if o is None]
+    assert len(winners) == 1
+    assert all(isinstance(o, RunAlreadyStartedError) for o in outcomes if o is not None)
+    assert (await opened.store.read_log("race")).started == winners[0]
+
+
+async def test_read_back_does_not_depend_on_the_callers_objects(opened: Opened) -> None:
+    snapshot = {"model_client.kind": "scripted"}
+    await opened.store.write_run_started(RunStarted("alias", snapshot))
+    snapshot["model_client.kind"] = "changed"
+    snapshot["new"] = "key"
+    log = await opened.store.read_log("alias")
+    assert log.started is not None
+    assert dict(log.started.parameter_snapshot) == {"model_client.kind": "scripted"}
+    assert await opened.store.read_log("alias") == log
+
+
+async def test_hostile_run_ids_are_stored_apart_and_read_back(opened: Opened) -> None:
+    for run_id in HOSTILE_RUN_IDS:
+        await opened.store.write_run_started(started(run_id))
+        await opened.store.write_step_completed(step_completed(run_id, 0, observation=run_id))
+    for run_id in HOSTILE_RUN_IDS:
+        log = await opened.store.read_log(run_id)
+        assert log.started == started(run_id)
+        assert log.steps == (step_completed(run_id, 0, observation=run_id),)
+
+
+def test_parameters_are_synchronous_strings_naming_the_kind(opened: Opened) -> None:
+    parameters = opened.store.parameters()
+    assert isinstance(parameters, Mapping)
+    assert all(isinstance(k, str) and isinstance(v, str) for k, v in parameters.items())
+    assert parameters["kind"] == opened.kind
+
+
+async def test_text_of_every_kind_round_trips(opened: Opened) -> None:
+    text = 'quote " backslash \\ newline \n tab \t nul \x00 emoji 🚀 rtl \u202e end'
+    await opened.store.write_run_started(started("text", odd=text))
+    await opened.store.write_step_completed(step_completed("text", 0, observation=text))
+    log = await opened.store.read_log("text")
+    assert log.started == started("text", odd=text)
+    assert log.steps[0].step.observation == text
+
+
+async def test_lone_surrogates_are_refused_or_kept_never_mangled(opened: Opened) -> None:
+    bad = "broken \ud800 text"
+    try:
+        await opened.store.write_run_started(started("sur", odd=bad))
+    except PolyLoopError as error:
+        assert "Unicode" in str(error)
+        assert await opened.store.read_log("sur") == RunLog()
+    else:
+        assert (await opened.store.read_log("sur")).started == started("sur", odd=bad)
+
+
+@pytest.mark.parametrize("kind", STORE_KINDS)
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(run_ids=st.lists(st.text(max_size=40), min_size=1, max_size=6, unique=True))
+def test_any_set_of_run_ids_stays_apart(kind: str, run_ids: list[str]) -> None:
+    async def scenario(where: str) -> None:
+        store = open_store(kind, where)
+        try:
+            for index, run_id in enumerate(run_ids):
+                await store.write_run_started(started(run_id, index=str(index)))
+            for index, run_id in enumerate(run_ids):
+                log = await store.read_log(run_id)
+                assert log == RunLog(started=started(run_id, index=str(index)))
+        finally:
+            await close_store(store)
+
+    with tempfile.TemporaryDirectory() as where:
+        asyncio.run(scenario(where))
+        if kind == "jsonl":
+            names = os.listdir(os.path.join(where, "runs"))
+            assert len(names) == len(run_ids)
+            assert len({n.lower() for n in names}) == len(run_ids)
