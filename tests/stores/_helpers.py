@@ -157,3 +157,25 @@ def expected_log(run_id: str, steps: int, *, finish: bool = True) -> RunLog:
         steps=tuple(step_completed(run_id, k) for k in range(steps)),
         finished=finished(run_id, steps) if finish else None,
     )
+
+
+# Small blocking file helpers: tests touch files between awaits, where blocking is harmless.
+
+
+def read_bytes(path: str) -> bytes:
+    with open(path, "rb") as handle:
+        return handle.read()
+
+
+def write_bytes(path: str, data: bytes, *, append: bool = False) -> None:
+    with open(path, "ab" if append else "wb") as handle:
+        handle.write(data)
+
+
+def exists(path: str) -> bool:
+    return os.path.exists(path)
+
+
+def same_directory(directory: str, name: str) -> bool:
+    real = os.path.realpath(os.path.join(directory, name))
+    return os.path.dirname(real) == os.path.realpath(directory)
