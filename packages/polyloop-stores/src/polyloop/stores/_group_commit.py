@@ -176,17 +176,19 @@ class GroupCommitWriter:
         for write, outcome in zip(batch, outcomes, strict=True):
             settle(write.loop, write.future, None, outcome)
 
-    @staticmethod
-    def _insert(connection: sqlite3.Connection, write: PendingWrite) -> BaseException | None:
+    def _insert(self, connection: sqlite3.Connection, write: PendingWrite) -> BaseException | None:
         try:
             connection.execute(_INSERT, (write.run_id, write.kind, write.body))
-        except sqlite3.IntegrityError:
-            what = "RunStarted" if write.kind == "run_started" else "RunFinished"
-            return RunAlreadyStartedError(
-                f"Run {write.run_id!r} already has a {what} record; the store refuses a second "
-                "one. Use resume() to continue a started run, or pick a new run_id; a finished "
-                "run's recorded result stands."
-            )
+        except sqlite3.IntegrityError as error:
+            # SQLite undoes only the failed statement; the rest of the batch goes on.
+            if getattr(error, "sqlite_errorname", "") == "SQLITE_CONSTRAINT_UNIQUE":
+                what = "RunStarted" if write.kind == "run_started" else "RunFinished"
+                return RunAlreadyStartedError(
+                    f"Run {write.run_id!r} already has a {what} record; the store refuses a "
+                    "second one. Use resume() to continue a started run, or pick a new run_id; "
+                    "a finished run's recorded result stands."
+                )
+            return _as_store_error(error, self._name, f"storing a {write.kind} record")
         return None
 
     def _drop_connection(self) -> None:
