@@ -1,0 +1,73 @@
+"""The demo's worker process: starts one run and reports progress as JSON lines on stdout.
+
+``python -m polyloop_cli.demo_worker CONFIG`` where CONFIG is a JSON object with ``store``
+(URL), ``run_id``, ``ledger`` (path), ``pause_in`` (tool name or null) and ``model``
+(``{"base_url", "model"}``; nulls for the scripted model). When the run reaches ``pause_in``,
+the tool performs its side effect, the worker prints ``{"event": "paused", ...}`` and waits:
+the parent kills it with SIGKILL there. Not a public interface.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from polyloop.session import run
+from polyloop_cli.demo_task import ModelConfig, build_agent, emit_line, event_json, model_client
+from polyloop_cli.stores import open_store, parse_store_url
+
+#: How long the worker waits at the crash point for its SIGKILL before giving up.
+PAUSE_SECONDS = 120.0
+
+
+async def _work(config: dict[str, Any]) -> None:
+    pause_in = config.get("pause_in")
+    model_config = ModelConfig(**config["model"])
+
+    async def pause(tool: str) -> None:
+        if tool == pause_in:
+            emit_line({"event": "paused", "tool": tool, "pid": os.getpid()})
+            await asyncio.sleep(PAUSE_SECONDS)
+            emit_line({"event": "not_killed", "tool": tool})
+
+    url = parse_store_url(config["store"])
+    async with open_store(url, create=True) as store:
+        model = model_client(model_config)
+        try:
+            definition, request = build_agent(
+                run_id=config["run_id"],
+                store=store,
+                ledger=Path(config["ledger"]),
+                model=model,
+                on_event=lambda event: emit_line(event_json(event)),
+                pause=pause,
+            )
+            result = await run(definition, request)
+        finally:
+            aclose = getattr(model, "aclose", None)
+            if callable(aclose):
+                await aclose()
+    emit_line({"event": "worker_done", "stop_reason": result.stop_reason.value})
+
+
+def main() -> None:
+    config = json.loads(sys.argv[1])
+    try:
+        asyncio.run(_work(config))
+    except Exception as error:
+        emit_line(
+            {
+                "event": "error",
+                "kind": type(error).__name__,
+                "message": " ".join(str(error).split()),
+            }
+        )
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

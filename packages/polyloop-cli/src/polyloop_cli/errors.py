@@ -1,0 +1,48 @@
+"""The errors a user of the ``polyloop`` command can cause, each with its own exit code.
+
+Every one is reported as a single line saying what to do, never as a traceback. The codes are
+part of the command's interface (scripts branch on them): see ``research-wiki/design/0007-cli.md``.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+__all__ = ["CliError", "ExitCode"]
+
+
+class ExitCode(IntEnum):
+    """Exit codes of the ``polyloop`` command. ``2`` is click's own usage error."""
+
+    OK = 0
+    #: An unexpected error inside the command (a bug): reported in one line, not a traceback.
+    INTERNAL = 1
+    #: Wrong options or arguments (click's convention).
+    USAGE = 2
+    #: The ``--store`` value is not a store URL this command understands.
+    BAD_STORE_URL = 3
+    #: The store named by the URL does not exist (no such file or directory).
+    STORE_NOT_FOUND = 4
+    #: The store holds no run with this run_id.
+    RUN_NOT_FOUND = 5
+    #: A run log is corrupt (structurally invalid, or unreadable records).
+    CORRUPT_LOG = 6
+    #: The store exists but cannot be read (permissions, not a store, locked, I/O error).
+    STORE_UNREADABLE = 7
+    #: The model endpoint failed (demo with ``--base-url``): unreachable, HTTP error, bad body.
+    MODEL_ERROR = 8
+    #: The demo could not stage its crash (the worker ended or hung before the crash point).
+    DEMO_FAILED = 9
+
+
+class CliError(Exception):
+    """A user-caused failure: one line of text and the exit code of its class."""
+
+    def __init__(self, code: ExitCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+    @property
+    def kind(self) -> str:
+        return self.code.name.lower()

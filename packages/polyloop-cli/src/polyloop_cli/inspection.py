@@ -1,0 +1,161 @@
+"""What the inspection commands compute from a run log: summaries, verdicts and plans.
+
+Pure functions of a :class:`~polyloop.ports.RunLog`; nothing here calls a seam or a store.
+Each returns plain JSON-ready data, rendered as tables or as ``--json`` by :mod:`.render`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from polyloop.errors import CorruptLogError
+from polyloop.ports import RunLog
+from polyloop.session import ResumePlan, plan_resume, validate_log
+from polyloop.types import Intent, StepRecord
+
+__all__ = [
+    "PlanReport",
+    "corruption",
+    "plan_report",
+    "run_summary",
+    "step_row",
+]
+
+#: Snapshot key holding the parse-failure limit the run was started with.
+PARSE_LIMIT_KEY = "request.budget.max_consecutive_parse_failures"
+
+
+def corruption(log: RunLog, run_id: str) -> str | None:
+    """``None`` when the log is structurally valid, else the one-line verdict naming the record."""
+    try:
+        validate_log(log, run_id)
+    except CorruptLogError as error:
+        return " ".join(str(error).split())
+    return None
+
+
+def completing_tools(snapshot: Mapping[str, str]) -> frozenset[str]:
+    """Tools marked ``completes_run``, read back from the run's parameter snapshot."""
+    prefix, suffix = "request.tools.", ".completes_run"
+    return frozenset(
+        key[len(prefix) : -len(suffix)]
+        for key, value in snapshot.items()
+        if key.startswith(prefix) and key.endswith(suffix) and value == "true"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class PlanReport:
+    """A resume plan plus what the CLI had to assume to compute it."""
+
+    plan: ResumePlan
+    #: Facts missing from the snapshot and the value used instead (one sentence each).
+    assumptions: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        plan = self.plan
+        return {
+            "state": plan.state.value,
+            "move": plan.move.value,
+            "next_step": plan.next_step,
+            "stop_reason": None if plan.stop_reason is None else plan.stop_reason.value,
+            "intent_in_doubt": None
+            if plan.intent_in_doubt is None
+            else intent_json(plan.intent_in_doubt),
+            "model_result_recorded": plan.model_result is not None,
+            "reason": plan.reason,
+            "assumptions": list(self.assumptions),
+        }
+
+
+def intent_json(intent: Intent) -> dict[str, Any]:
+    return {
+        "kind": intent.kind.value,
+        "call_index": intent.call_index,
+        "result_id": intent.result_id,
+        "replay_policy": intent.replay_policy.value,
+    }
+
+
+def plan_report(log: RunLog) -> PlanReport:
+    """The recovery table applied to a (validated) log, with the run's own settings.
+
+    The parse-failure limit and the ``completes_run`` tools come from the run's parameter
+    snapshot, which is what ``resume`` would compare its own configuration against.
+    """
+    snapshot: Mapping[str, str] = log.started.parameter_snapshot if log.started else {}
+    assumptions: list[str] = []
+    raw_limit = snapshot.get(PARSE_LIMIT_KEY)
+    limit: int
+    if raw_limit is not None and raw_limit.isdigit():
+        limit = int(raw_limit)
+    else:
+        limit = 2**31
+        assumptions.append(
+            f"the snapshot has no usable {PARSE_LIMIT_KEY}; parse failures were assumed "
+            "never to reach the limit"
+        )
+    plan = plan_resume(
+        log, max_consecutive_parse_failures=limit, completing_tools=completing_tools(snapshot)
+    )
+    return PlanReport(plan, tuple(assumptions))
+
+
+def run_summary(run_id: str, log: RunLog) -> dict[str, Any]:
+    """One row of ``polyloop runs``."""
+    verdict = corruption(log, run_id)
+    snapshot: Mapping[str, str] = log.started.parameter_snapshot if log.started else {}
+    model = snapshot.get("model_client.model") or snapshot.get("model_client.name") or ""
+    kind = snapshot.get("model_client.kind", "")
+    row: dict[str, Any] = {
+        "run_id": run_id,
+        "started": log.started is not None,
+        "steps": len(log.steps),
+        "model": f"{kind}:{model}" if model else kind,
+        "status": "unfinished",
+        "stop_reason": None,
+        "tail": None,
+        "corrupt": verdict,
+    }
+    if verdict is not None:
+        row["status"] = "corrupt"
+        return row
+    if log.finished is not None:
+        row["status"] = "finished"
+        row["stop_reason"] = log.finished.result.stop_reason.value
+        return row
+    row["tail"] = plan_report(log).plan.state.value
+    return row
+
+
+def _short(text: str | None, limit: int) -> str:
+    if text is None:
+        return ""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def step_row(step: StepRecord, *, width: int = 60) -> dict[str, Any]:
+    """The StepRecord fields that matter when reading a trajectory, shortened for a table."""
+    if step.tool_name is not None:
+        action = f"{step.tool_name} {step.tool_arguments or ''}".strip()
+    elif step.action is not None:
+        action = step.action
+    elif step.parse_ok:
+        action = "(final answer)"
+    elif step.parse_error is not None:
+        action = "(unreadable reply)"
+    else:
+        action = "(model call failed)"
+    return {
+        "step": step.step_idx,
+        "action": _short(action, width),
+        "parse_ok": step.parse_ok,
+        "status": "" if step.action_status is None else step.action_status.value,
+        "observation": _short(step.observation, width),
+        "synthetic": step.observation_is_synthetic,
+        "prompt_chars": step.prompt_chars,
+        "wall_ms": step.step_wall_ms,
+    }

@@ -1,0 +1,284 @@
+"""Store URLs: parsing, opening an existing store, and listing the runs it holds.
+
+URL forms (see ``research-wiki/design/0007-cli.md``):
+
+- ``sqlite:///abs/path.sqlite`` (empty authority, absolute path) or ``sqlite:rel/path.sqlite``
+- ``jsonl:///abs/dir`` or ``jsonl:rel/dir``
+- a bare path to an existing file (SQLite) or directory (JSON Lines), for convenience.
+
+The default store is ``$POLYLOOP_STORE`` when set, else the demo's SQLite file
+``$POLYLOOP_HOME/demo.sqlite`` (``POLYLOOP_HOME`` defaults to ``./.polyloop``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import os
+import sqlite3
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from polyloop.errors import CorruptLogError, PolyLoopError, SerializationError
+from polyloop.ports import RunLog, RunStore
+from polyloop_cli.errors import CliError, ExitCode
+
+__all__ = [
+    "DEMO_STORE_NAME",
+    "Listing",
+    "StoreUrl",
+    "default_store_url",
+    "list_run_ids",
+    "open_store",
+    "parse_store_url",
+    "polyloop_home",
+    "read_log",
+]
+
+Kind = Literal["sqlite", "jsonl"]
+
+#: File name of the demo's SQLite store inside ``POLYLOOP_HOME``.
+DEMO_STORE_NAME = "demo.sqlite"
+
+_EXAMPLES = "sqlite:///abs/path.sqlite, sqlite:rel/path.sqlite, jsonl:///abs/dir or jsonl:rel/dir"
+
+
+@dataclass(frozen=True, slots=True)
+class StoreUrl:
+    """A parsed store URL."""
+
+    kind: Kind
+    path: Path
+
+    def __str__(self) -> str:
+        return (
+            f"{self.kind}://{self.path}" if self.path.is_absolute() else f"{self.kind}:{self.path}"
+        )
+
+
+def polyloop_home() -> Path:
+    """``$POLYLOOP_HOME``, or ``./.polyloop``: where the demo keeps its store and ledger."""
+    return Path(os.environ.get("POLYLOOP_HOME") or ".polyloop")
+
+
+def default_store_url() -> str:
+    """``$POLYLOOP_STORE``, or the demo's SQLite file."""
+    explicit = os.environ.get("POLYLOOP_STORE")
+    if explicit:
+        return explicit
+    return f"sqlite:{polyloop_home() / DEMO_STORE_NAME}"
+
+
+def parse_store_url(text: str) -> StoreUrl:
+    """Parse ``text`` or raise a :class:`CliError` (``BAD_STORE_URL``) saying what is accepted."""
+    raw = text.strip()
+    if not raw:
+        raise CliError(ExitCode.BAD_STORE_URL, f"empty --store value; use one of {_EXAMPLES}.")
+    scheme, sep, rest = raw.partition(":")
+    if sep and scheme.lower() in ("sqlite", "jsonl") and len(scheme) > 1:
+        kind: Kind = "sqlite" if scheme.lower() == "sqlite" else "jsonl"
+        if rest.startswith("//"):
+            rest = rest[2:]
+            if not rest.startswith("/"):
+                raise CliError(
+                    ExitCode.BAD_STORE_URL,
+                    f"store URL {text!r} names a host; stores are local: write "
+                    f"{kind}:///absolute/path or {kind}:relative/path.",
+                )
+        if not rest or "\x00" in rest:
+            raise CliError(
+                ExitCode.BAD_STORE_URL,
+                f"store URL {text!r} has no usable path; use one of {_EXAMPLES}.",
+            )
+        return StoreUrl(kind, Path(rest))
+    if sep and len(scheme) > 1 and "/" not in scheme and "\\" not in scheme:
+        # Something like memory:, postgres:, http: — not a path with a colon in it.
+        raise CliError(
+            ExitCode.BAD_STORE_URL,
+            f"unknown store scheme {scheme!r} in {text!r}; use one of {_EXAMPLES} "
+            "(a memory store does not survive the process, so the command cannot read one).",
+        )
+    path = Path(raw)
+    if path.is_dir():
+        return StoreUrl("jsonl", path)
+    if path.is_file():
+        return StoreUrl("sqlite", path)
+    raise CliError(
+        ExitCode.BAD_STORE_URL,
+        f"{text!r} is not a store URL and no file or directory has that path; use one of "
+        f"{_EXAMPLES}.",
+    )
+
+
+def _construct(url: StoreUrl) -> Any:
+    if url.kind == "jsonl":
+        from polyloop.stores.jsonl import JsonlRunStore
+
+        return JsonlRunStore(url.path)
+    try:
+        from polyloop.stores.sqlite import SqliteRunStore
+    except ImportError:
+        raise CliError(
+            ExitCode.BAD_STORE_URL,
+            "this installation has no SQLite store (polyloop.stores.sqlite is missing); "
+            "upgrade polyloop-stores or use a jsonl: store.",
+        ) from None
+    return SqliteRunStore(url.path)
+
+
+async def _close(store: object) -> None:
+    aclose = getattr(store, "aclose", None)
+    if callable(aclose):
+        await aclose()
+        return
+    close = getattr(store, "close", None)
+    if callable(close):
+        if inspect.iscoroutinefunction(close):
+            await close()
+        else:
+            # The durable stores' close() blocks while writes in flight commit.
+            await asyncio.to_thread(close)
+
+
+@asynccontextmanager
+async def open_store(url: StoreUrl, *, create: bool = False) -> AsyncIterator[RunStore]:
+    """Open the store at ``url``; unless ``create``, it must already exist (never create one
+    by accident while inspecting)."""
+    if not create:
+        if url.kind == "sqlite" and not url.path.is_file():
+            raise CliError(
+                ExitCode.STORE_NOT_FOUND,
+                f"no SQLite store at {url.path}; run `polyloop demo` to create the demo store, "
+                "or pass --store with the path of an existing store.",
+            )
+        if url.kind == "jsonl" and not url.path.is_dir():
+            raise CliError(
+                ExitCode.STORE_NOT_FOUND,
+                f"no JSON Lines store (directory) at {url.path}; pass --store with the "
+                "directory that holds the run files.",
+            )
+    else:
+        parent = url.path.parent if url.kind == "sqlite" else url.path
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise CliError(
+                ExitCode.STORE_UNREADABLE,
+                f"cannot create {parent} for the store: {error.strerror}; choose a writable "
+                "place with --store or POLYLOOP_HOME.",
+            ) from None
+    try:
+        store = _construct(url)
+    except CliError:
+        raise
+    except (PolyLoopError, OSError) as error:
+        raise _unreadable(url, error) from None
+    try:
+        yield store
+    finally:
+        await _close(store)
+
+
+def _unreadable(url: StoreUrl, error: BaseException) -> CliError:
+    text = " ".join(str(error).split()) or type(error).__name__
+    return CliError(
+        ExitCode.STORE_UNREADABLE,
+        f"cannot read the {url.kind} store at {url.path}: {text}; check that it is a PolyLoop "
+        "store and that you may read it.",
+    )
+
+
+async def read_log(store: RunStore, url: StoreUrl, run_id: str) -> RunLog:
+    """``store.read_log`` with the store's own failures turned into CLI errors.
+
+    A store that finds a record it cannot decode raises :class:`CorruptLogError` or a
+    :class:`SerializationError`: both are a corrupt log (``CORRUPT_LOG``).
+    """
+    try:
+        return await store.read_log(run_id)
+    except (CorruptLogError, SerializationError) as error:
+        raise CliError(
+            ExitCode.CORRUPT_LOG,
+            f"run {run_id!r}: the store cannot read its log: {' '.join(str(error).split())}",
+        ) from None
+    except (PolyLoopError, OSError) as error:
+        raise _unreadable(url, error) from None
+
+
+@dataclass(frozen=True, slots=True)
+class Listing:
+    """The run ids a store holds, and what could not even be attributed to a run."""
+
+    run_ids: Sequence[str]
+    #: Storage units (files) whose run_id cannot be read: each a one-line description.
+    unreadable: Sequence[str] = ()
+
+
+async def list_run_ids(store: RunStore, url: StoreUrl) -> Listing:
+    """Every run_id in the store.
+
+    Uses the store's own ``run_ids()`` when it has one (sync or async). Otherwise, for a
+    JSON Lines store, reads the documented on-disk format: one ``*.jsonl`` file per run whose
+    lines are tagged log records carrying the run_id.
+    """
+    method = getattr(store, "run_ids", None)
+    if callable(method):
+        try:
+            result = method()
+            if inspect.isawaitable(result):
+                result = await result
+        except (PolyLoopError, OSError) as error:
+            raise _unreadable(url, error) from None
+        return Listing(tuple(str(item) for item in result))
+    if url.kind == "jsonl":
+        return await asyncio.to_thread(_scan_jsonl_directory, url)
+    return await asyncio.to_thread(_scan_sqlite_file, url)
+
+
+def _scan_sqlite_file(url: StoreUrl) -> Listing:
+    """Run ids from the documented layout (table ``run_records``, one row per record, in
+    ``seq`` order), read through a read-only connection."""
+    try:
+        connection = sqlite3.connect(f"{url.path.resolve().as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error as error:
+        raise _unreadable(url, error) from None
+    try:
+        rows = connection.execute(
+            "SELECT run_id FROM run_records GROUP BY run_id ORDER BY MIN(seq)"
+        ).fetchall()
+    except sqlite3.Error as error:
+        raise _unreadable(url, error) from None
+    finally:
+        connection.close()
+    return Listing(tuple(str(row[0]) for row in rows))
+
+
+def _scan_jsonl_directory(url: StoreUrl) -> Listing:
+    from polyloop.serialization import loads_log_record
+
+    ids: list[str] = []
+    unreadable: list[str] = []
+    try:
+        names = sorted(entry for entry in os.listdir(url.path) if entry.endswith(".jsonl"))
+    except OSError as error:
+        raise _unreadable(url, error) from None
+    for name in names:
+        try:
+            with open(url.path / name, "rb") as handle:
+                first = handle.readline()
+        except OSError as error:
+            unreadable.append(f"{name}: cannot be read ({error.strerror})")
+            continue
+        if not first.strip():
+            continue  # an empty file: a run whose first write never completed
+        try:
+            record = loads_log_record(first.decode("utf-8"))
+        except (PolyLoopError, UnicodeDecodeError, ValueError) as error:
+            unreadable.append(f"{name}, line 1: {' '.join(str(error).split())}")
+            continue
+        if record.run_id not in ids:
+            ids.append(record.run_id)
+    return Listing(tuple(ids), tuple(unreadable))
