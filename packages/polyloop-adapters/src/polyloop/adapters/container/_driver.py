@@ -56,10 +56,7 @@ def main() -> None:
     marker_fd = os.dup(write_end)
     os.close(write_end)
     sys.stdin = open(0, closefd=False)  # noqa: SIM115
-    sys.stdout = open(1, "w", buffering=1, errors="backslashreplace", closefd=False)  # noqa: SIM115
-    sys.stderr = open(2, "w", buffering=1, errors="backslashreplace", closefd=False)  # noqa: SIM115
-    sys.stdout.reconfigure(write_through=True)
-    sys.stderr.reconfigure(write_through=True)
+    restore_streams(marker_fd, force=True)
     sys.path.insert(0, os.getcwd())
 
     marker = ("\x00polyloop-end-" + session + "\x00").encode()
@@ -98,8 +95,11 @@ def main() -> None:
                 capture["dropped"] += len(text) - max(room, 0)
 
     def collect() -> tuple[str, int]:
-        sys.stdout.flush()
-        sys.stderr.flush()
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:
+                pass
         done.clear()
         write_all(marker_fd, marker)
         done.wait()
@@ -159,6 +159,7 @@ def main() -> None:
             os._exit(0)
         if message.get("op") != "exec":
             continue
+        restore_streams(marker_fd, force=False)
         try:
             result = run(message, namespace, current)
         except KeyboardInterrupt:
@@ -206,6 +207,21 @@ def run(
         report()
     current["id"] = None
     return {"raised": raised, "interrupted": interrupted}
+
+
+def restore_streams(fd: int, force: bool) -> None:
+    """Point fds 1 and 2 at the capture pipe again and reopen closed ``sys`` streams.
+
+    Code may close or redirect them; the next action must still have its output captured.
+    """
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    for name, number in (("stdout", 1), ("stderr", 2)):
+        stream = getattr(sys, name)
+        if force or stream is None or getattr(stream, "closed", True):
+            fresh = open(number, "w", buffering=1, errors="backslashreplace", closefd=False)  # noqa: SIM115
+            fresh.reconfigure(write_through=True)
+            setattr(sys, name, fresh)
 
 
 def write_all(fd: int, data: bytes) -> None:
