@@ -42,8 +42,8 @@ def _last_text(body: dict[str, Any]) -> str:
 class FakeGateway:
     def __init__(self) -> None:
         self.received: list[Received] = []
-        #: Replies of the ``scripted`` scenario, consumed in order.
-        self.script: list[str] = []
+        #: Replies of the ``scripted/<key>`` scenarios, consumed in order per key.
+        self.scripts: dict[str, list[str]] = {}
         self._lock = threading.Lock()
         self.app = Starlette(
             routes=[Route("/{scenario:path}/v1/chat/completions", self._handle, methods=["POST"])]
@@ -79,7 +79,7 @@ class FakeGateway:
             message["content"] = None
             del payload["id"]
         elif kind == "status":
-            return PlainTextResponse(LONG_BODY, status_code=int(arg))
+            return PlainTextResponse(LONG_BODY, status_code=int(arg.split("/")[0]))
         elif kind == "notjson":
             return PlainTextResponse("<html>bad gateway page</html>", status_code=200)
         elif kind == "nomessage":
@@ -91,8 +91,10 @@ class FakeGateway:
         elif kind == "slow":
             await asyncio.sleep(float(arg))
         elif kind == "scripted":
-            # Replies in order from the script given by the test (see ``script``).
-            message["content"] = self.script.pop(0)
+            # Replies in order from the script the test put under ``scripts[arg]``.
+            with self._lock:
+                message["content"] = self.scripts[arg].pop(0)
+            message["reasoning_content"] = "hmm"
         else:
             return PlainTextResponse(f"unknown scenario {scenario}", status_code=404)
         payload["choices"] = [{"index": 0, "message": message, "finish_reason": "stop"}]

@@ -160,8 +160,9 @@ async def test_each_http_call_is_made_once_no_retries(
 ) -> None:
     gateway, root = fake_gateway
     async with client_for(root, "status/503/once") as client:
-        with pytest.raises(GatewayStatusError):
+        with pytest.raises(GatewayStatusError) as caught:
             await client.call(make_call())
+    assert caught.value.status_code == 503
     assert len(gateway.requests_for("status/503/once")) == 1
 
 
