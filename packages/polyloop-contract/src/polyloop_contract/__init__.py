@@ -1,1 +1,11 @@
-"""polyloop-contract: a pytest plugin that checks implementations of PolyLoop's seams."""
+"""polyloop-contract: a pytest plugin that checks implementations of PolyLoop's seams.
+
+Install it next to your implementation, define the ``polyloop_*`` fixtures in a
+``conftest.py`` (see the README), and run ``pytest --polyloop-contract``.
+
+Importing this package is cheap: the suites (and hypothesis) load only when the flag is on.
+"""
+
+from polyloop_contract.capabilities import STORE_CAPABILITIES, StoreCapabilities
+
+__all__ = ["STORE_CAPABILITIES", "StoreCapabilities"]

@@ -1,0 +1,118 @@
+"""The fixtures a downstream project overrides in its ``conftest.py``.
+
+These defaults are registered only under ``--polyloop-contract``. Each default of a required
+fixture skips the rules that need it, with a message naming the fixture to provide, and notes
+it for the end-of-run report. Override any of them with a fixture of the same name; fixtures
+may be parametrised to check several implementations in one run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import NoReturn
+
+import pytest
+
+from polyloop.ports import Action, ActionExecutor, DecisionParser, EventSink, ModelClient, RunStore
+from polyloop_contract import _report
+from polyloop_contract.capabilities import StoreCapabilities
+
+#: ``polyloop_store_factory``: returns a fresh, empty store on every call (sync or async).
+StoreFactory = Callable[[], RunStore | Awaitable[RunStore]]
+#: ``polyloop_store_reopen``: given a store from the factory, a new store object on its storage.
+StoreReopen = Callable[[RunStore], RunStore | Awaitable[RunStore]]
+
+
+def missing(request: pytest.FixtureRequest, fixture: str, suite: str, what: str) -> NoReturn:
+    """Skip the requesting rule because ``fixture`` is not provided, and say so in the report."""
+    message = (
+        f"{suite} suite not run: provide a fixture named {fixture!r} in your conftest.py "
+        f"({what}); see the polyloop-contract README"
+    )
+    _report.note(request.config, f"SKIPPED {message}")
+    pytest.skip(message)
+
+
+@pytest.fixture
+def polyloop_store_factory(request: pytest.FixtureRequest) -> StoreFactory:
+    """A callable returning a fresh, empty RunStore on each call (may be async)."""
+    missing(
+        request,
+        "polyloop_store_factory",
+        "RunStore",
+        "a callable, sync or async, that returns a fresh and empty RunStore on every call",
+    )
+
+
+@pytest.fixture
+def polyloop_store_reopen() -> StoreReopen | None:
+    """Given a store the factory returned, a new store object on the same storage."""
+    return None
+
+
+@pytest.fixture
+def polyloop_store_capabilities() -> StoreCapabilities:
+    """The optional store capabilities declared off (by default: none)."""
+    return StoreCapabilities()
+
+
+@pytest.fixture
+def polyloop_decision_parser(request: pytest.FixtureRequest) -> DecisionParser:
+    """The DecisionParser under test."""
+    missing(request, "polyloop_decision_parser", "DecisionParser", "your DecisionParser")
+
+
+@pytest.fixture
+def polyloop_model_client(request: pytest.FixtureRequest) -> ModelClient:
+    """A ModelClient able to answer a short call."""
+    missing(
+        request,
+        "polyloop_model_client",
+        "ModelClient",
+        "a ModelClient that can answer one short call, e.g. pointed at a local stub server",
+    )
+
+
+@pytest.fixture
+def polyloop_model_client_failing(request: pytest.FixtureRequest) -> ModelClient:
+    """A ModelClient whose backend fails: its ``call`` must raise."""
+    missing(
+        request,
+        "polyloop_model_client_failing",
+        "ModelClient (failure rule)",
+        "the same ModelClient wired to a backend that fails, e.g. a closed port or an HTTP 500",
+    )
+
+
+@pytest.fixture
+def polyloop_action_executor(request: pytest.FixtureRequest) -> ActionExecutor:
+    """The ActionExecutor under test, with a healthy environment."""
+    missing(request, "polyloop_action_executor", "ActionExecutor", "your ActionExecutor")
+
+
+@pytest.fixture
+def polyloop_action(request: pytest.FixtureRequest) -> Action:
+    """An Action that ``polyloop_action_executor`` can execute successfully."""
+    missing(
+        request,
+        "polyloop_action",
+        "ActionExecutor",
+        "an Action your executor executes successfully (EXECUTED)",
+    )
+
+
+@pytest.fixture
+def polyloop_action_executor_failing(request: pytest.FixtureRequest) -> ActionExecutor:
+    """An ActionExecutor whose environment is gone: ``polyloop_action`` must fail as ENV_ERROR."""
+    missing(
+        request,
+        "polyloop_action_executor_failing",
+        "ActionExecutor (environment failure rule)",
+        "your executor with its environment broken, e.g. its session killed",
+    )
+
+
+@pytest.fixture
+def polyloop_event_sink(request: pytest.FixtureRequest) -> EventSink:
+    """The EventSink under test."""
+    missing(request, "polyloop_event_sink", "EventSink", "your EventSink")

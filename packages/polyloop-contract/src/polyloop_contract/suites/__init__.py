@@ -1,0 +1,1 @@
+"""The contract suites, one module per seam. Collected only under ``--polyloop-contract``."""

@@ -1,0 +1,597 @@
+"""RunStore contract: every rule of the store section of the spec that is visible from outside.
+
+Each test is one rule; its failure message starts with ``RunStore rule '<rule>'``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+import pytest
+
+from polyloop.errors import RunAlreadyStartedError
+from polyloop.ports import RunLog, RunStore
+from polyloop.types import (
+    ModelCallResult,
+    RunFinished,
+    RunResult,
+    StopReason,
+)
+from polyloop_contract._checks import (
+    Rule,
+    check_parameters_no_io,
+    check_parameters_shape,
+    check_parameters_stable_no_secrets,
+)
+from polyloop_contract._records import (
+    AWKWARD_TEXT,
+    LogRecord,
+    action_intent,
+    describe,
+    expected_log,
+    full_run,
+    log_difference,
+    method_for,
+    model_intent,
+    model_result,
+    run_started,
+    step_completed,
+    step_record,
+    write,
+)
+from polyloop_contract.capabilities import StoreCapabilities
+from polyloop_contract.fixtures import StoreFactory, StoreReopen
+from polyloop_contract.suites._store_support import (
+    SEAM,
+    MakeStore,
+    Reopen,
+    make_reopener,
+    make_store_maker,
+    require_capability,
+)
+
+aio = pytest.mark.asyncio
+
+
+@pytest.fixture
+def make_store(polyloop_store_factory: StoreFactory) -> MakeStore:
+    return make_store_maker(polyloop_store_factory)
+
+
+@pytest.fixture
+def reopen(
+    request: pytest.FixtureRequest,
+    polyloop_store_reopen: StoreReopen | None,
+    polyloop_store_capabilities: StoreCapabilities,
+) -> Reopen:
+    return make_reopener(request, polyloop_store_reopen, polyloop_store_capabilities)
+
+
+async def _write_all(rule: Rule, store: RunStore, records: list[LogRecord]) -> None:
+    for number, record in enumerate(records, start=1):
+        await rule.call(
+            f"{method_for(record)}({describe(record)}) (write #{number} of run {record.run_id!r})",
+            write(store, record),
+        )
+
+
+async def _expect_log(rule: Rule, store: RunStore, run_id: str, records: list[LogRecord]) -> None:
+    log = await rule.call(f"read_log({run_id!r})", store.read_log(run_id))
+    difference = log_difference(expected_log(records), log)
+    rule.check(
+        difference is None, f"read_log({run_id!r}) after {len(records)} writes: {difference}"
+    )
+
+
+# ---------------------------------------------------------------------------
+# Reading
+# ---------------------------------------------------------------------------
+
+
+@aio
+async def test_unknown_run_reads_as_empty_log(make_store: MakeStore) -> None:
+    """read_log of a run_id never written returns RunLog(), raises nothing, and creates nothing."""
+    rule = Rule(SEAM, "unknown run reads as empty")
+    store = await make_store()
+    log = await rule.call(
+        "read_log('never-written') on a fresh store", store.read_log("never-written")
+    )
+    rule.check(log == RunLog(), f"read_log of a run never written returned {log!r}, not RunLog()")
+    await _write_all(rule, store, full_run("written", 2))
+    log = await rule.call("read_log('still-unknown')", store.read_log("still-unknown"))
+    rule.check(
+        log == RunLog(),
+        f"with run 'written' stored, read_log('still-unknown') returned {log!r}, not RunLog()",
+    )
+    # Reading must not create the run: starting it afterwards is a first start.
+    await rule.call(
+        "write_run_started for a run_id that was only read before (reading must not create it)",
+        store.write_run_started(run_started("still-unknown")),
+    )
+
+
+# ---------------------------------------------------------------------------
+# Round trips
+# ---------------------------------------------------------------------------
+
+
+def _round_trip_case(kind: str) -> list[LogRecord]:
+    run_id = f"round-trip-{kind}"
+    start = run_started(
+        run_id,
+        **{
+            "request.binding.é ü 中文": AWKWARD_TEXT,
+            "request.empty": "",
+            "request.long": "x" * 10_000,
+            "event_sink.kind": 'json: {"a": [1, 2]}',
+        },
+    )
+    head: list[LogRecord] = [start]
+    if kind == "run_started":
+        return head
+    head.append(model_intent(run_id, 0))
+    if kind == "intent_model_call":
+        return head
+    if kind == "model_result_failure":
+        return [*head, model_result(run_id, 0, failed=True)]
+    from polyloop.types import ModelReply
+
+    reply = ModelCallResult(run_id, "model-0", ModelReply(None, AWKWARD_TEXT, ""), None)
+    head.append(reply)
+    if kind == "model_result_reply":
+        return head
+    if kind == "step_completed_without_action":
+        return [*head, step_completed(run_id, 0, with_action=False)]
+    head.append(action_intent(run_id, 0))
+    if kind == "intent_action":
+        return head
+    step = step_completed(run_id, 0, with_action=True)
+    head.append(step)
+    if kind == "step_completed_with_action":
+        return head
+    finished = RunFinished(
+        run_id,
+        RunResult(
+            run_id=run_id,
+            stop_reason=StopReason.TASK_COMPLETED,
+            final_answer=None,
+            steps=(step.step, step_record(run_id, 1, with_action=False)),
+            event_delivery_failures=3,
+        ),
+    )
+    return [*head, finished]
+
+
+ROUND_TRIP_KINDS = (
+    "run_started",
+    "intent_model_call",
+    "model_result_reply",
+    "model_result_failure",
+    "intent_action",
+    "step_completed_with_action",
+    "step_completed_without_action",
+    "run_finished",
+)
+
+
+@aio
+@pytest.mark.parametrize("kind", ROUND_TRIP_KINDS)
+async def test_records_round_trip_exactly(make_store: MakeStore, kind: str) -> None:
+    """Every field of every record kind reads back equal to what was written."""
+    rule = Rule(SEAM, "records round-trip exactly")
+    store = await make_store()
+    records = _round_trip_case(kind)
+    await _write_all(rule, store, records)
+    await _expect_log(rule, store, records[0].run_id, records)
+
+
+@aio
+async def test_write_order_kept(make_store: MakeStore) -> None:
+    """Intents, model results and steps read back in the order they were written."""
+    rule = Rule(SEAM, "write order kept")
+    store = await make_store()
+    records = full_run("ordered", 12)
+    await _write_all(rule, store, records)
+    await _expect_log(rule, store, "ordered", records)
+
+
+# ---------------------------------------------------------------------------
+# Many runs
+# ---------------------------------------------------------------------------
+
+
+@aio
+async def test_runs_isolated_under_concurrency(make_store: MakeStore) -> None:
+    """Forty runs written concurrently, interleaved, each read back exactly its own records."""
+    rule = Rule(SEAM, "runs isolated")
+    store = await make_store()
+    shuffle = random.Random(20260810)
+    runs = {f"concurrent-{n:02d}": full_run(f"concurrent-{n:02d}", 1 + n % 5) for n in range(40)}
+
+    async def one_run(records: list[LogRecord]) -> None:
+        for record in records:
+            await rule.call(
+                f"{method_for(record)}({describe(record)}) of run {record.run_id!r}",
+                write(store, record),
+            )
+            for _ in range(shuffle.randint(0, 2)):
+                await asyncio.sleep(0)
+
+    order = list(runs.values())
+    shuffle.shuffle(order)
+    await asyncio.gather(*(one_run(records) for records in order))
+    for run_id, records in runs.items():
+        log = await rule.call(f"read_log({run_id!r})", store.read_log(run_id))
+        difference = log_difference(expected_log(records), log)
+        rule.check(
+            difference is None,
+            f"after 40 runs were written concurrently, run {run_id!r}: {difference}",
+        )
+
+
+@aio
+async def test_no_hidden_current_run(make_store: MakeStore) -> None:
+    """Writes go to the run named in each record, not to the run started last."""
+    rule = Rule(SEAM, "no hidden current run")
+    store = await make_store()
+    first, second = full_run("run-A", 3), full_run("run-B", 2)
+    # Start both, then alternate one write of each: a store that remembers the run it
+    # started last files run-A's records under run-B.
+    await _write_all(rule, store, [first[0], second[0]])
+    rest_a, rest_b = first[1:], second[1:]
+    for index in range(max(len(rest_a), len(rest_b))):
+        for rest in (rest_a, rest_b):
+            if index < len(rest):
+                await _write_all(rule, store, [rest[index]])
+    for run_id, records in (("run-A", first), ("run-B", second)):
+        log = await rule.call(f"read_log({run_id!r})", store.read_log(run_id))
+        difference = log_difference(expected_log(records), log)
+        rule.check(
+            difference is None,
+            f"runs 'run-A' and 'run-B' were started, then written alternately; run "
+            f"{run_id!r}: {difference}",
+        )
+
+
+PLAIN_LOOKALIKE_IDS = (
+    "run-a",
+    "RUN-A",
+    "Run-A",
+    "run-a ",
+    " run-a",
+    "run_a",
+    "run.a",
+    "run-a.jsonl",
+    "run/a",
+    "run\\a",
+    "../run-a",
+    "run-a/..",
+    "run a",
+    "rün-a",
+    "run-a-2",
+    "run-a-20",
+)
+EXOTIC_IDS = (
+    "run-\x00-a",
+    "run-\x00-b",
+    "r" * 10_000,
+    "r" * 9_999 + "s",
+    "caf\u00e9",  # NFC
+    "cafe\u0301",  # NFD: the same text, another normalisation
+    "\u05e8\u05d9\u05e6\u05d4 \U0001f600",
+    "/etc/passwd",
+    "C:\\Windows\\x",
+    "\n\t\r",
+)
+
+
+async def _check_ids(rule: Rule, store: RunStore, ids: tuple[str, ...]) -> None:
+    runs = {run_id: full_run(run_id, 1 + n % 3) for n, run_id in enumerate(ids)}
+    for records in runs.values():
+        await _write_all(rule, store, records)
+    for run_id, records in runs.items():
+        log = await rule.call(f"read_log({run_id!r})", store.read_log(run_id))
+        difference = log_difference(expected_log(records), log)
+        rule.check(
+            difference is None,
+            f"run_ids that look alike must stay apart; run {run_id!r}: {difference}",
+        )
+
+
+@aio
+async def test_lookalike_run_ids_never_collide(make_store: MakeStore) -> None:
+    """run_ids differing only in case, punctuation, path characters or accents stay apart."""
+    rule = Rule(SEAM, "distinct run_ids never collide")
+    await _check_ids(rule, await make_store(), PLAIN_LOOKALIKE_IDS)
+
+
+@aio
+async def test_exotic_run_ids_never_collide(
+    request: pytest.FixtureRequest,
+    make_store: MakeStore,
+    polyloop_store_capabilities: StoreCapabilities,
+) -> None:
+    """run_ids with NUL, 10 000 characters, two normalisations of one text, stay apart."""
+    require_capability(request, polyloop_store_capabilities, "exotic_run_ids")
+    rule = Rule(SEAM, "distinct run_ids never collide")
+    await _check_ids(rule, await make_store(), EXOTIC_IDS)
+
+
+# ---------------------------------------------------------------------------
+# Atomicity as seen by readers
+# ---------------------------------------------------------------------------
+
+
+@aio
+async def test_step_completed_atomic_for_readers(make_store: MakeStore) -> None:
+    """Readers polling during the writes see each step whole, and only prefixes of the writes."""
+    atomic = Rule(SEAM, "write_step_completed is atomic")
+    prefix = Rule(SEAM, "readers see a prefix of the writes")
+    store = await make_store()
+    run_id = "atomic"
+    records: list[LogRecord] = [run_started(run_id)]
+    for k in range(25):
+        records += [
+            model_intent(run_id, k),
+            model_result(run_id, k),
+            action_intent(run_id, k),
+            step_completed(run_id, k, with_action=True),
+        ]
+    written = expected_log(records)
+    done = asyncio.Event()
+    observed = 0
+
+    async def writer() -> None:
+        try:
+            for record in records:
+                await atomic.call(f"{method_for(record)}({describe(record)})", write(store, record))
+                await asyncio.sleep(0)
+        finally:
+            done.set()
+
+    async def reader() -> None:
+        nonlocal observed
+        while not done.is_set():
+            log = await atomic.call(
+                f"read_log({run_id!r}) during the writes", store.read_log(run_id)
+            )
+            observed += 1
+            for position, step in enumerate(log.steps):
+                atomic.check(
+                    position < len(written.steps) and step == written.steps[position],
+                    f"a reader saw steps #{position} as {step!r}; the step written there is "
+                    f"{written.steps[position] if position < len(written.steps) else 'none'!r}. "
+                    "The action result and the step record must become visible together",
+                )
+            for name in ("intents", "model_results", "steps"):
+                seen, wrote = tuple(getattr(log, name)), getattr(written, name)
+                prefix.check(
+                    seen == wrote[: len(seen)],
+                    f"a reader saw {name} that are not a prefix of the writes "
+                    f"({len(seen)} records, first difference: "
+                    f"{log_difference(_only(name, wrote[: len(seen)]), _only(name, seen))})",
+                )
+            await asyncio.sleep(0)
+
+    await asyncio.gather(writer(), reader(), reader(), reader())
+    atomic.check(observed > 0, "no read completed while the steps were written")
+
+
+def _only(name: str, records: tuple[object, ...]) -> RunLog:
+    """A log holding only ``records`` in its field ``name`` (to describe a difference)."""
+    if name == "intents":
+        return RunLog(intents=records)  # type: ignore[arg-type]
+    if name == "model_results":
+        return RunLog(model_results=records)  # type: ignore[arg-type]
+    return RunLog(steps=records)  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------------------
+# Start and finish happen once
+# ---------------------------------------------------------------------------
+
+
+async def _expect_refusal(rule: Rule, what: str, awaitable: object) -> None:
+    try:
+        await rule.call(what, awaitable)  # type: ignore[arg-type]
+    except AssertionError as violation:
+        cause = violation.__cause__
+        if isinstance(cause, RunAlreadyStartedError):
+            return
+        if cause is not None:
+            rule.fail(
+                f"{what} raised {type(cause).__name__}: {cause}; it must raise "
+                "polyloop.errors.RunAlreadyStartedError (or a subclass)"
+            )
+        raise
+    rule.fail(f"{what} was accepted; it must be refused with RunAlreadyStartedError")
+
+
+@aio
+async def test_second_run_started_refused(make_store: MakeStore) -> None:
+    """A second RunStarted for a run_id raises RunAlreadyStartedError and overwrites nothing."""
+    rule = Rule(SEAM, "second RunStarted refused")
+    store = await make_store()
+    records = full_run("started-twice", 1, finish=False)
+    await _write_all(rule, store, records)
+    await _expect_refusal(
+        rule,
+        "a second write_run_started with another snapshot",
+        store.write_run_started(run_started("started-twice", **{"model_client.model": "other"})),
+    )
+    await _expect_refusal(
+        rule,
+        "a second write_run_started equal to the first",
+        store.write_run_started(run_started("started-twice")),
+    )
+    await _expect_log(rule, store, "started-twice", records)
+
+
+@aio
+async def test_second_run_finished_refused(make_store: MakeStore) -> None:
+    """A second RunFinished for a run_id raises RunAlreadyStartedError and overwrites nothing."""
+    rule = Rule(SEAM, "second RunFinished refused")
+    store = await make_store()
+    records = full_run("finished-twice", 2)
+    await _write_all(rule, store, records)
+    other = RunFinished(
+        "finished-twice",
+        RunResult("finished-twice", StopReason.CANCELLED, None, ()),
+    )
+    await _expect_refusal(rule, "a second write_run_finished", store.write_run_finished(other))
+    await _expect_log(rule, store, "finished-twice", records)
+
+
+@aio
+async def test_racing_starts_have_one_winner(make_store: MakeStore) -> None:
+    """Five concurrent RunStarted for one run_id: exactly one wins and its record is kept."""
+    rule = Rule(SEAM, "racing starts have one winner")
+    store = await make_store()
+    contenders = [run_started("raced", **{"request.contender": str(n)}) for n in range(5)]
+    results = await asyncio.gather(
+        *(
+            rule.call(f"write_run_started (contender {n})", store.write_run_started(record))
+            for n, record in enumerate(contenders)
+        ),
+        return_exceptions=True,
+    )
+    winners = [n for n, result in enumerate(results) if not isinstance(result, BaseException)]
+    for n, result in enumerate(results):
+        if isinstance(result, BaseException):
+            cause = result.__cause__
+            rule.check(
+                isinstance(cause, RunAlreadyStartedError),
+                f"contender {n} failed with {type(cause or result).__name__}: {cause or result}, "
+                "not RunAlreadyStartedError",
+            )
+    rule.check(
+        len(winners) == 1,
+        f"{len(winners)} of 5 concurrent write_run_started calls for one run_id succeeded; "
+        "exactly one must, the others must get RunAlreadyStartedError",
+    )
+    log = await rule.call("read_log('raced')", store.read_log("raced"))
+    rule.check(
+        log.started == contenders[winners[0]],
+        f"contender {winners[0]} won, but the stored RunStarted is {log.started!r}",
+    )
+
+
+# ---------------------------------------------------------------------------
+# Durability
+# ---------------------------------------------------------------------------
+
+
+@aio
+async def test_prefix_durability_across_reopen(make_store: MakeStore, reopen: Reopen) -> None:
+    """After every acknowledged write, a reopened store holds that write and all before it."""
+    rule = Rule(SEAM, "prefix durability")
+    store = await make_store()
+    other = full_run("neighbour", 1)
+    await _write_all(rule, store, other)
+    records = full_run("durable", 3)
+    for number, record in enumerate(records, start=1):
+        await _write_all(rule, store, [record])
+        fresh = await reopen(store)
+        log = await rule.call(
+            "read_log('durable') on the reopened store", fresh.read_log("durable")
+        )
+        difference = log_difference(expected_log(records[:number]), log)
+        rule.check(
+            difference is None,
+            f"after reopen, write #{number} of run 'durable' ({describe(record)}) was "
+            f"acknowledged, but the reopened store reads: {difference}",
+        )
+    fresh = await reopen(store)
+    log = await rule.call(
+        "read_log('neighbour') on the reopened store", fresh.read_log("neighbour")
+    )
+    difference = log_difference(expected_log(other), log)
+    rule.check(difference is None, f"after reopen, run 'neighbour': {difference}")
+
+
+@aio
+async def test_appends_continue_after_reopen(make_store: MakeStore, reopen: Reopen) -> None:
+    """A reopened store appends after what was there, and still refuses a second start."""
+    rule = Rule(SEAM, "appends continue after reopen")
+    store = await make_store()
+    records = full_run("continued", 4)
+    half = len(records) // 2
+    await _write_all(rule, store, records[:half])
+    second = await reopen(store)
+    await _write_all(rule, second, records[half:])
+    third = await reopen(second)
+    log = await rule.call("read_log('continued') after two reopens", third.read_log("continued"))
+    difference = log_difference(expected_log(records), log)
+    rule.check(
+        difference is None,
+        f"wrote {half} records, reopened, wrote {len(records) - half} more, reopened: {difference}",
+    )
+    await _expect_refusal(
+        Rule(SEAM, "second RunStarted refused"),
+        "write_run_started on a reopened store for a run started before the reopen",
+        third.write_run_started(run_started("continued")),
+    )
+
+
+# ---------------------------------------------------------------------------
+# Aliasing
+# ---------------------------------------------------------------------------
+
+
+@aio
+async def test_records_never_alias(make_store: MakeStore) -> None:
+    """A log read earlier never changes later, and the records handed in are never altered."""
+    rule = Rule(SEAM, "records never alias")
+    store = await make_store()
+    records = full_run("alias", 3)
+    pristine = full_run("alias", 3)  # equal values, separate objects
+    half = len(records) // 2
+    await _write_all(rule, store, records[:half])
+    early = await rule.call("read_log('alias')", store.read_log("alias"))
+    for name in ("intents", "model_results", "steps"):
+        rule.check(
+            isinstance(getattr(early, name), tuple),
+            f"read_log returned RunLog.{name} as {type(getattr(early, name)).__name__}; "
+            "return a tuple: a live container lets later writes (or the caller) change it",
+        )
+    difference = log_difference(expected_log(pristine[:half]), early)
+    rule.check(difference is None, f"after {half} writes: {difference}")
+    await _write_all(rule, store, records[half:])
+    difference = log_difference(expected_log(pristine[:half]), early)
+    rule.check(
+        difference is None,
+        f"a RunLog returned after {half} writes changed when later records were written: {difference}",
+    )
+    for number, (given, original) in enumerate(zip(records, pristine, strict=True), start=1):
+        rule.check(
+            given == original,
+            f"write #{number} ({describe(original)}): the store altered the record object it "
+            f"was given; it now reads {given!r}",
+        )
+    late = await rule.call("read_log('alias')", store.read_log("alias"))
+    difference = log_difference(expected_log(pristine), late)
+    rule.check(difference is None, f"after all writes: {difference}")
+
+
+# ---------------------------------------------------------------------------
+# parameters()
+# ---------------------------------------------------------------------------
+
+
+@aio
+async def test_parameters_are_synchronous_and_str_valued(make_store: MakeStore) -> None:
+    """parameters() is a plain method returning a mapping of str to str."""
+    check_parameters_shape(SEAM, await make_store())
+
+
+@aio
+async def test_parameters_do_no_io_and_are_cheap(make_store: MakeStore) -> None:
+    """parameters() opens no file, socket or process, does not sleep, and returns at once."""
+    check_parameters_no_io(SEAM, await make_store())
+
+
+@aio
+async def test_parameters_are_stable_and_hold_no_secrets(make_store: MakeStore) -> None:
+    """parameters() answers the same twice and names no credential."""
+    check_parameters_stable_no_secrets(SEAM, await make_store())
