@@ -1,0 +1,160 @@
+"""Child processes for the multi-process and crash tests: ``python -m tests.stores._child``.
+
+Commands (arguments are positional):
+
+- ``drive KIND WHERE PREFIX RUNS STEPS``: run RUNS agent runs concurrently through
+  ``polyloop.session.run``, printing one JSON line per acknowledged store write.
+- ``race KIND WHERE RUN_ID LABEL``: print ``ready``, wait for a line on stdin, call ``run``
+  once; print ``won <stop reason>`` or ``lost <error type>``.
+- ``write KIND WHERE PREFIX RUNS STEPS``: write RUNS whole logs at the store level.
+- ``disk-full KIND WHERE``: cap the file size (RLIMIT_FSIZE), write until the disk refuses,
+  then check the error, read back, lift the cap and write again. Prints a JSON report.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import resource
+import signal
+import sys
+
+from polyloop.errors import PolyLoopError
+from polyloop.ports import RunLog, RunStore
+from polyloop.serialization import LogRecord, dumps_log_record
+from polyloop.session import run
+from polyloop.types import IntentKind
+from tests.stores import _agent
+from tests.stores._helpers import close_store, intent, open_store, started, write_run
+
+
+class PrintingStore:
+    """Passes writes through and prints each one once it has been acknowledged."""
+
+    def __init__(self, inner: RunStore) -> None:
+        self.inner = inner
+
+    async def _write(self, method: str, record: LogRecord) -> None:
+        await getattr(self.inner, method)(record)
+        sys.stdout.write(json.dumps({"w": method, "rec": dumps_log_record(record)}) + "\n")
+        sys.stdout.flush()
+
+    async def write_run_started(self, record: LogRecord) -> None:
+        await self._write("write_run_started", record)
+
+    async def write_intent(self, record: LogRecord) -> None:
+        await self._write("write_intent", record)
+
+    async def write_model_call_result(self, record: LogRecord) -> None:
+        await self._write("write_model_call_result", record)
+
+    async def write_step_completed(self, record: LogRecord) -> None:
+        await self._write("write_step_completed", record)
+
+    async def write_run_finished(self, record: LogRecord) -> None:
+        await self._write("write_run_finished", record)
+
+    async def read_log(self, run_id: str) -> RunLog:
+        return await self.inner.read_log(run_id)
+
+    def parameters(self) -> dict[str, str]:
+        return dict(self.inner.parameters())
+
+
+async def drive(kind: str, where: str, prefix: str, runs: int, steps: int) -> None:
+    store = open_store(kind, where)
+    printing = PrintingStore(store)
+    definition = _agent.definition(printing, steps)  # type: ignore[arg-type]
+    print("ready", flush=True)
+    await asyncio.gather(
+        *(run(definition, _agent.request(f"{prefix}-{i}", i, steps)) for i in range(runs))
+    )
+    await close_store(store)
+    print("done", flush=True)
+
+
+async def race(kind: str, where: str, run_id: str, label: str) -> None:
+    store = open_store(kind, where)
+    definition = _agent.definition(store, 3)
+    request = _agent.request(run_id, 0, 3, who=label)
+    print("ready", flush=True)
+    sys.stdin.readline()
+    try:
+        result = await run(definition, request)
+    except PolyLoopError as error:
+        print(f"lost {type(error).__name__}", flush=True)
+    else:
+        print(f"won {result.stop_reason.value}", flush=True)
+    await close_store(store)
+
+
+async def write(kind: str, where: str, prefix: str, runs: int, steps: int) -> None:
+    store = open_store(kind, where)
+    await asyncio.gather(*(write_run(store, f"{prefix}-{i}", steps) for i in range(runs)))
+    await close_store(store)
+    print("done", flush=True)
+
+
+def _largest_file(where: str) -> int:
+    sizes = [0]
+    for root, _dirs, files in os.walk(where):
+        sizes.extend(os.path.getsize(os.path.join(root, name)) for name in files)
+    return max(sizes)
+
+
+async def disk_full(kind: str, where: str) -> None:
+    store = open_store(kind, where)
+    await store.write_run_started(started("full"))
+    acknowledged = 0
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # get EFBIG from write() instead of dying
+    _soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    margin = 2048 if kind == "jsonl" else 6 * 4096  # sqlite appends whole WAL frames
+    resource.setrlimit(resource.RLIMIT_FSIZE, (_largest_file(where) + margin, hard))
+    error: BaseException | None = None
+    for k in range(200):
+        try:
+            await store.write_intent(intent("full", IntentKind.MODEL_CALL, k))
+        except Exception as caught:
+            error = caught
+            break
+        acknowledged += 1
+    log = await store.read_log("full")
+    resource.setrlimit(resource.RLIMIT_FSIZE, (hard, hard))
+    await store.write_intent(intent("full", IntentKind.ACTION, 0))
+    after = await store.read_log("full")
+    await close_store(store)
+    print(
+        json.dumps(
+            {
+                "acknowledged": acknowledged,
+                "error_type": None if error is None else type(error).__name__,
+                "is_polyloop_error": isinstance(error, PolyLoopError),
+                "message": str(error),
+                "read_intents": len(log.intents),
+                "read_started": log.started == started("full"),
+                "intents_after_recovery": len(after.intents),
+                "last_after_recovery": after.intents[-1] == intent("full", IntentKind.ACTION, 0),
+            }
+        ),
+        flush=True,
+    )
+
+
+def main(argv: list[str]) -> None:
+    command, kind, where, *rest = argv
+    os.makedirs(where, exist_ok=True)
+    if command == "drive":
+        asyncio.run(drive(kind, where, rest[0], int(rest[1]), int(rest[2])))
+    elif command == "race":
+        asyncio.run(race(kind, where, rest[0], rest[1]))
+    elif command == "write":
+        asyncio.run(write(kind, where, rest[0], int(rest[1]), int(rest[2])))
+    elif command == "disk-full":
+        asyncio.run(disk_full(kind, where))
+    else:
+        raise SystemExit(f"unknown command {command!r}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
