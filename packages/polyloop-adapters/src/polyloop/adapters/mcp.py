@@ -44,10 +44,16 @@ from dataclasses import dataclass, field
 from types import MappingProxyType, TracebackType
 from typing import Any, Final, TextIO, cast
 
-import anyio
-from mcp import ClientSession, StdioServerParameters, stdio_client
-from mcp import types as mcp_types
-from mcp.shared.exceptions import MCPError
+try:
+    import anyio
+    from mcp import ClientSession, StdioServerParameters, stdio_client
+    from mcp import types as mcp_types
+    from mcp.shared.exceptions import MCPError
+except ImportError as missing:  # pragma: no cover - exercised in a subprocess test
+    raise ImportError(
+        "polyloop.adapters.mcp needs the official MCP SDK, which is an optional extra: "
+        "pip install 'polyloop-adapters[mcp]'."
+    ) from missing
 
 from polyloop.errors import ConfigurationError, PolyLoopError, ToolCallRejected
 from polyloop.ports import Action
