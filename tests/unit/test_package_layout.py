@@ -1,0 +1,198 @@
+"""One ``polyloop`` import package split over four distributions works in the workspace and from wheels."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+FIVE_MODULES = "['ports', 'serialization', 'session', 'tools', 'types']"
+DISTRIBUTIONS = ("polyloop-core", "polyloop-stores", "polyloop-adapters", "polyloop-contract")
+
+
+def _clean_env() -> dict[str, str]:
+    """The environment without anything that would leak the workspace into a fresh venv."""
+    env = dict(os.environ)
+    for name in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "UV_PROJECT_ENVIRONMENT"):
+        env.pop(name, None)
+    return env
+
+
+def _run(args: Sequence[str | Path], *, cwd: Path, env: dict[str, str] | None = None) -> str:
+    completed = subprocess.run(
+        [str(a) for a in args],
+        cwd=cwd,
+        env=env if env is not None else _clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert completed.returncode == 0, (
+        f"{' '.join(str(a) for a in args)} failed ({completed.returncode}):\n"
+        f"{completed.stdout}\n{completed.stderr}"
+    )
+    return completed.stdout
+
+
+def _python(
+    code: str, *, interpreter: Path | str, cwd: Path, env: dict[str, str] | None = None
+) -> str:
+    return _run([interpreter, "-c", textwrap.dedent(code)], cwd=cwd, env=env).strip()
+
+
+# ---------------------------------------------------------------------------
+# The editable workspace
+# ---------------------------------------------------------------------------
+
+
+def test_top_level_prints_the_five_modules(tmp_path: Path) -> None:
+    """`python -c "import polyloop; print(polyloop.__all__)"` prints the five public modules."""
+    output = _python(
+        "import polyloop; print(polyloop.__all__)", interpreter=sys.executable, cwd=tmp_path
+    )
+    assert output == FIVE_MODULES
+
+
+def test_stores_and_adapters_resolve_in_the_workspace(tmp_path: Path) -> None:
+    """In the editable workspace `polyloop.stores` and `polyloop.adapters` come from their own packages."""
+    output = _python(
+        """
+        import polyloop.stores, polyloop.adapters, polyloop.types
+        print(polyloop.types.__file__)
+        print(polyloop.stores.__file__)
+        print(polyloop.adapters.__file__)
+        """,
+        interpreter=sys.executable,
+        cwd=tmp_path,
+    )
+    core, stores, adapters = (Path(line) for line in output.splitlines())
+    assert (ROOT / "packages" / "polyloop-core" / "src") in core.parents
+    assert (ROOT / "packages" / "polyloop-stores" / "src") in stores.parents
+    assert (ROOT / "packages" / "polyloop-adapters" / "src") in adapters.parents
+
+
+def test_top_level_import_does_not_import_stores_or_adapters(tmp_path: Path) -> None:
+    """`import polyloop` imports the five modules only: stores and adapters must be asked for."""
+    output = _python(
+        """
+        import sys, polyloop
+        print(sorted(m for m in sys.modules if m.startswith(("polyloop.stores", "polyloop.adapters"))))
+        """,
+        interpreter=sys.executable,
+        cwd=tmp_path,
+    )
+    assert output == "[]"
+
+
+# ---------------------------------------------------------------------------
+# Built wheels in a fresh virtual environment
+# ---------------------------------------------------------------------------
+
+
+def _uv() -> str:
+    uv = shutil.which("uv")
+    assert uv is not None, "uv must be on PATH to build and install the wheels (see .ci/run)"
+    return uv
+
+
+@pytest.fixture(scope="module")
+def wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheels of every workspace member (at least the four of SPEC §2), built from this checkout."""
+    out = tmp_path_factory.mktemp("wheels")
+    _run([_uv(), "build", "--all-packages", "--wheel", "-o", out], cwd=ROOT)
+    built = {path.name.split("-")[0] for path in out.glob("*.whl")}
+    assert {name.replace("-", "_") for name in DISTRIBUTIONS} <= built
+    return out
+
+
+def _fresh_venv(where: Path) -> Path:
+    _run([_uv(), "venv", "--quiet", "--python", sys.executable, where / "venv"], cwd=where)
+    return where / "venv" / "bin" / "python"
+
+
+def _install(python: Path, wheels: Path, *requirements: str, extra: Sequence[str] = ()) -> None:
+    _run(
+        [
+            _uv(),
+            "pip",
+            "install",
+            "--quiet",
+            "--python",
+            python,
+            "--find-links",
+            wheels,
+            *extra,
+            *requirements,
+        ],
+        cwd=python.parent,
+    )
+
+
+@pytest.mark.slow
+def test_wheels_installed_together_resolve_every_subpackage(wheels: Path, tmp_path: Path) -> None:
+    """From wheels in a fresh venv: `polyloop.__all__` is the five modules and stores/adapters import."""
+    python = _fresh_venv(tmp_path)
+    _install(python, wheels, "polyloop-core", "polyloop-stores", "polyloop-adapters")
+    output = _python(
+        """
+        import polyloop, polyloop.stores.memory, polyloop.adapters, polyloop.session
+        print(polyloop.__all__)
+        print(polyloop.stores.memory.__file__)
+        """,
+        interpreter=python,
+        cwd=tmp_path,
+    )
+    all_line, memory_file = output.splitlines()
+    assert all_line == FIVE_MODULES
+    assert (tmp_path / "venv") in Path(memory_file).parents
+    assert ROOT not in Path(memory_file).parents
+
+
+@pytest.mark.slow
+def test_wheels_in_separate_locations_still_form_one_package(wheels: Path, tmp_path: Path) -> None:
+    """Core in the venv and stores in another directory on `sys.path` still give `polyloop.stores`."""
+    python = _fresh_venv(tmp_path)
+    _install(python, wheels, "polyloop-core")
+    elsewhere = tmp_path / "elsewhere"
+    _install(python, wheels, "polyloop-stores", extra=["--no-deps", "--target", str(elsewhere)])
+    env = _clean_env()
+    env["PYTHONPATH"] = str(elsewhere)
+    output = _python(
+        "import polyloop.stores.memory as m, polyloop; print(m.__file__); print(polyloop.__all__)",
+        interpreter=python,
+        cwd=tmp_path,
+        env=env,
+    )
+    memory_file, all_line = output.splitlines()
+    assert elsewhere in Path(memory_file).parents
+    assert all_line == FIVE_MODULES
+
+
+@pytest.mark.slow
+def test_core_wheel_alone_pulls_nothing_heavy(wheels: Path, tmp_path: Path) -> None:
+    """`polyloop-core` alone installs and imports, without httpx, pytest or any stores/adapters."""
+    python = _fresh_venv(tmp_path)
+    _install(python, wheels, "polyloop-core")
+    installed = _run([_uv(), "pip", "freeze", "--python", python], cwd=tmp_path).lower()
+    names = {line.split("==")[0].split(" @ ")[0] for line in installed.splitlines() if line}
+    assert "polyloop-core" in names
+    assert names.isdisjoint(
+        {"httpx", "pytest", "hypothesis", "polyloop-stores", "polyloop-adapters"}
+    )
+    output = _python(
+        """
+        import importlib.util, polyloop
+        print(polyloop.__all__)
+        print(importlib.util.find_spec("polyloop.stores"))
+        """,
+        interpreter=python,
+        cwd=tmp_path,
+    )
+    assert output.splitlines() == [FIVE_MODULES, "None"]
