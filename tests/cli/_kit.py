@@ -1,0 +1,188 @@
+"""Helpers of the CLI tests: run the real ``polyloop`` command, and write logs by hand."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from polyloop.serialization import LogRecord
+from polyloop.stores.jsonl import JsonlRunStore
+from polyloop.stores.sqlite import SqliteRunStore
+from polyloop.types import (
+    ActionOutcome,
+    ActionStatus,
+    Intent,
+    IntentKind,
+    ModelCallResult,
+    ModelReply,
+    ReplayPolicy,
+    RunFinished,
+    RunResult,
+    RunStarted,
+    StepCompleted,
+    StepRecord,
+    StopReason,
+)
+
+ANSI_ESCAPE = "\x1b["
+
+#: The console script installed next to this interpreter.
+POLYLOOP = str(Path(sys.executable).with_name("polyloop"))
+
+
+@dataclass(frozen=True)
+class Completed:
+    code: int
+    stdout: str
+    stderr: str
+
+    def json(self) -> Any:
+        return json.loads(self.stdout)
+
+
+def clean_env(home: Path, **extra: str) -> dict[str, str]:
+    """The environment of a user with no model configured and POLYLOOP_HOME at ``home``."""
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("OPENAI_", "POLYLOOP_")) and key not in ("NO_COLOR", "FORCE_COLOR")
+    }
+    env["POLYLOOP_HOME"] = str(home)
+    env.update(extra)
+    return env
+
+
+def polyloop(
+    *args: str, env: Mapping[str, str], cwd: Path | None = None, timeout: float = 60
+) -> Completed:
+    """Run the installed ``polyloop`` command with stdout and stderr piped (not a TTY)."""
+    process = subprocess.run(
+        [POLYLOOP, *args],
+        capture_output=True,
+        text=True,
+        env=dict(env),
+        cwd=cwd,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    return Completed(process.returncode, process.stdout, process.stderr)
+
+
+def assert_one_line_error(result: Completed, code: int) -> None:
+    """A user-caused error: the expected exit code, one line on stderr, no traceback."""
+    assert result.code == code, (result.code, result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("polyloop: error: ")
+
+
+# ---------------------------------------------------------------------------
+# Hand-built logs
+# ---------------------------------------------------------------------------
+
+#: A snapshot holding what `polyloop plan` reads: the parse-failure limit and the tools.
+SNAPSHOT = {
+    "model_client.kind": "scripted",
+    "model_client.name": "hand-built",
+    "request.budget.max_consecutive_parse_failures": "2",
+    "request.tools.lookup.replay_policy": "safe",
+    "request.tools.lookup.completes_run": "false",
+    "request.tools.close.replay_policy": "never",
+    "request.tools.close.completes_run": "true",
+}
+
+
+def started(run_id: str, snapshot: Mapping[str, str] = SNAPSHOT) -> RunStarted:
+    return RunStarted(run_id, snapshot)
+
+
+def model_intent(run_id: str, k: int, policy: ReplayPolicy = ReplayPolicy.SAFE) -> Intent:
+    return Intent(run_id, IntentKind.MODEL_CALL, k, f"model-{k}", policy)
+
+
+def action_intent(run_id: str, k: int, policy: ReplayPolicy) -> Intent:
+    return Intent(run_id, IntentKind.ACTION, k, f"action-{k}", policy)
+
+
+def model_result(run_id: str, k: int, content: str) -> ModelCallResult:
+    return ModelCallResult(run_id, f"model-{k}", ModelReply(f"call-{k}", content, ""), None)
+
+
+def tool_step(k: int, tool: str, observation: str = "ok") -> StepRecord:
+    return StepRecord(
+        step_idx=k,
+        raw_output=f"CALL {tool} {{}}",
+        content_chars=len(tool) + 8,
+        thinking_chars=0,
+        action=f"CALL {tool} {{}}",
+        parse_ok=True,
+        parse_error=None,
+        observation=observation,
+        observation_is_synthetic=False,
+        observation_truncated_chars=0,
+        prompt_chars=100 + k,
+        call_id=f"call-{k}",
+        step_wall_ms=3,
+        tool_name=tool,
+        tool_arguments="{}",
+        action_status=ActionStatus.EXECUTED,
+    )
+
+
+def final_step(k: int, answer: str) -> StepRecord:
+    return StepRecord(
+        step_idx=k,
+        raw_output=f"FINAL: {answer}",
+        content_chars=len(answer) + 7,
+        thinking_chars=0,
+        action=None,
+        parse_ok=True,
+        parse_error=None,
+        observation="",
+        observation_is_synthetic=False,
+        observation_truncated_chars=0,
+        prompt_chars=200,
+        call_id=f"call-{k}",
+        step_wall_ms=1,
+    )
+
+
+def outcome(observation: str = "ok") -> ActionOutcome:
+    return ActionOutcome(ActionStatus.EXECUTED, observation, False, False, 0)
+
+
+def tool_step_records(run_id: str, k: int, tool: str, policy: ReplayPolicy) -> list[LogRecord]:
+    """The five records of one completed tool step."""
+    return [
+        model_intent(run_id, k),
+        model_result(run_id, k, f"CALL {tool} {{}}"),
+        action_intent(run_id, k, policy),
+        StepCompleted(run_id, f"action-{k}", outcome(), tool_step(k, tool)),
+    ]
+
+
+def finished(run_id: str, reason: StopReason, steps: Iterable[StepRecord]) -> RunFinished:
+    return RunFinished(run_id, RunResult(run_id, reason, None, tuple(steps)))
+
+
+async def write(store: SqliteRunStore | JsonlRunStore, records: Iterable[LogRecord]) -> None:
+    """Write records through the store's public API, in order."""
+    for record in records:
+        if isinstance(record, RunStarted):
+            await store.write_run_started(record)
+        elif isinstance(record, Intent):
+            await store.write_intent(record)
+        elif isinstance(record, ModelCallResult):
+            await store.write_model_call_result(record)
+        elif isinstance(record, StepCompleted):
+            await store.write_step_completed(record)
+        else:
+            await store.write_run_finished(record)
