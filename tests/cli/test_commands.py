@@ -19,7 +19,6 @@ from tests.cli._kit import (
     finished,
     model_intent,
     model_result,
-    outcome,
     polyloop,
     started,
     tool_step,
@@ -211,15 +210,15 @@ def test_verify_all_reports_each_run(url: str, env: dict[str, str]) -> None:
     assert error["error"]["kind"] == "corrupt_log"
 
 
-async def test_verify_names_the_bad_line_of_a_damaged_jsonl_file(
-    jsonl_store: JsonlRunStore, env: dict[str, str]
+def test_verify_names_the_bad_line_of_a_damaged_jsonl_file(
+    jsonl_url: str, env: dict[str, str]
 ) -> None:
-    await fill(jsonl_store)
-    path = Path(jsonl_store.path_for("run-done"))
+    directory = Path(jsonl_url.removeprefix("jsonl://"))
+    (path,) = [p for p in directory.glob("*.jsonl") if b'"run-done"' in p.read_bytes()]
     lines = path.read_bytes().splitlines(keepends=True)
     lines[2] = b'{"this is": "not a record"}\n'
     path.write_bytes(b"".join(lines))
-    url = f"jsonl://{jsonl_store.directory}"
+    url = jsonl_url
     result = polyloop("verify", "run-done", "--store", url, env=env)
     assert_one_line_error(result, 6)
     assert "line 3" in result.stderr
