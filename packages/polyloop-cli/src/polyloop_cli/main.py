@@ -220,7 +220,7 @@ def show(run_id: str, full: bool, store: str | None, as_json: bool) -> None:
         else:
             output.line("No step recorded.")
         for item in pending:
-            output.line(f"in flight: {item}", style="yellow")
+            output.line(f"announced, never completed: {item}", style="yellow")
     if summary["corrupt"]:
         raise CliError(ExitCode.CORRUPT_LOG, f"run {run_id!r}: {summary['corrupt']}")
 
@@ -230,12 +230,14 @@ def _plain(value: object) -> object:
 
 
 def _pending(log: RunLog) -> list[str]:
-    """Intents of the next step that no StepCompleted settles yet, in words."""
+    """Intents of the step after the last recorded one (announced, never completed), in words.
+
+    On a finished run they are what it stopped on (e.g. ``resume_state_unknown``)."""
     next_step = len(log.steps)
     results = {result.result_id: result for result in log.model_results}
     items: list[str] = []
     for intent in log.intents:
-        if intent.call_index != next_step or log.finished is not None:
+        if intent.call_index != next_step:
             continue
         if intent.kind.value == "model_call":
             result = results.get(intent.result_id)

@@ -1,0 +1,113 @@
+"""`polyloop demo`: a worker killed with SIGKILL mid-action, then resumed.
+
+The side effects are counted in the demo's ledger file, read here independently of the demo's
+own summary: the `never` action must have run exactly once across the kill and the resume.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.cli._kit import ANSI_ESCAPE, assert_one_line_error, polyloop
+
+
+def ledger_counts(ledger: Path, run_id: str) -> Counter[str]:
+    entries = [json.loads(line) for line in ledger.read_text().splitlines() if line.strip()]
+    return Counter(entry["tool"] for entry in entries if entry["run_id"] == run_id)
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], dict[str, str]]:
+    from tests.cli._kit import clean_env
+
+    home = tmp_path_factory.mktemp("demo") / "home"
+    env = clean_env(home)
+    result = polyloop("demo", "--json", env=env, timeout=60)
+    assert result.code == 0, result.stderr
+    return result.json(), env
+
+
+def test_the_never_action_ran_exactly_once_across_kill_and_resume(
+    demo: tuple[dict[str, Any], dict[str, str]],
+) -> None:
+    document, env = demo
+    run_a, run_b = document["runs"]
+    ledger = Path(document["ledger"])
+    assert ledger == Path(env["POLYLOOP_HOME"]).absolute() / "demo-ledger.jsonl"
+
+    # Run B was killed inside issue_refund (never): the refund happened once, was not repeated.
+    assert run_b["killed"] is True
+    assert run_b["killed_in"] == "issue_refund"
+    assert run_b["killed_in_replay_policy"] == "never"
+    assert run_b["stop_reason"] == "resume_state_unknown"
+    assert ledger_counts(ledger, run_b["run_id"]) == {"lookup_order": 1, "issue_refund": 1}
+    assert run_b["plan_after_kill"]["state"] == "action_in_doubt"
+    assert run_b["plan_after_kill"]["move"] == "stop_state_unknown"
+
+    # Run A was killed inside lookup_order (safe): replayed, then the run completed.
+    assert run_a["killed"] is True
+    assert run_a["stop_reason"] == "task_completed"
+    assert ledger_counts(ledger, run_a["run_id"]) == {
+        "lookup_order": 2,
+        "issue_refund": 1,
+        "close_ticket": 1,
+    }
+    assert run_a["plan_after_kill"]["move"] == "execute_action_again"
+
+    assert document["never_actions_ran_at_most_once"] is True
+    assert document["model"]["kind"] == "scripted"
+    assert document["seconds"] < 20
+
+
+def test_the_store_tells_the_same_story(demo: tuple[dict[str, Any], dict[str, str]]) -> None:
+    document, env = demo
+    run_a, run_b = document["runs"]
+    # The default store is the demo's: no --store needed afterwards.
+    listed = polyloop("runs", "--json", env=env)
+    assert listed.code == 0, listed.stderr
+    rows = {row["run_id"]: row for row in listed.json()["runs"]}
+    assert rows[run_a["run_id"]]["stop_reason"] == "task_completed"
+    assert rows[run_b["run_id"]]["stop_reason"] == "resume_state_unknown"
+    assert rows[run_b["run_id"]]["steps"] == 1
+
+    shown = polyloop("show", run_b["run_id"], "--json", env=env)
+    assert shown.code == 0, shown.stderr
+    assert any("'action-1' (replay policy never)" in item for item in shown.json()["pending"])
+
+    exported = polyloop("export", run_a["run_id"], env=env)
+    tools = [json.loads(line)["tool_name"] for line in exported.stdout.splitlines()]
+    assert tools == ["lookup_order", "issue_refund", "close_ticket"]
+
+    verified = polyloop("verify", "--all", env=env)
+    assert verified.code == 0, verified.stderr
+
+
+def test_demo_text_output_explains_and_is_plain_when_piped(tmp_path: Path) -> None:
+    from tests.cli._kit import clean_env
+
+    env = clean_env(tmp_path / "home")
+    store = tmp_path / "jsonl-runs"
+    result = polyloop("demo", "--store", f"jsonl://{store}", env=env, timeout=60)
+    assert result.code == 0, result.stderr
+    out = result.stdout
+    assert ANSI_ESCAPE not in out
+    assert "built-in scripted model" in out
+    assert "SIGKILL" in out
+    assert "replayed by resume" in out
+    assert "did NOT repeat it" in out
+    assert "Every action marked never ran at most once" in out
+    assert any(store.glob("*.jsonl"))
+
+
+def test_base_url_without_model_is_a_usage_error(tmp_path: Path) -> None:
+    from tests.cli._kit import clean_env
+
+    env = clean_env(tmp_path / "home")
+    result = polyloop("demo", "--base-url", "http://127.0.0.1:9/v1", env=env)
+    assert_one_line_error(result, 2)
+    assert "--model" in result.stderr
