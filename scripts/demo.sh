@@ -4,5 +4,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v uv >/dev/null 2>&1 || python3 -m pip install --quiet --disable-pip-version-check uv
 uv sync --all-packages --frozen --quiet
-echo "The demo lands with the CLI issue; for now this checks the install:"
-uv run python -c "import polyloop; print('polyloop modules:', polyloop.__all__)"
+# Offline, in seconds: a worker is killed with SIGKILL mid-action and the run is resumed.
+# The store and the side-effect ledger go to ${POLYLOOP_HOME:-./.polyloop}; pass --help for options.
+uv run polyloop demo "$@"
