@@ -331,6 +331,12 @@ class BubblewrapBackend:
             ],
             limit_seconds=20.0,
         )
+        if code != 0 and "Can't find source path" in err:
+            raise BackendUnavailableError(
+                f"bubblewrap cannot read the sandbox's root ({err.strip()[:300]}): every "
+                f"directory down to {root} must be readable and searchable by the sandbox user "
+                f"(uid {Limits().uid}); a directory under a private (0700) one is not."
+            )
         if code != 0:
             raise BackendUnavailableError(
                 f"bubblewrap cannot create a sandbox here (exit {code}): {err.strip()[:500]}. "
@@ -361,16 +367,22 @@ class BubblewrapBackend:
             "--hostname",
             "sandbox",
         ]
+        # The sandbox's root is a fresh tmpfs (made read-only below); the top-level entries of
+        # the root file system are bound into it, so the image needs no mount points of its own.
         if self.rootfs:
-            args += ["--ro-bind", self.rootfs, "/"]
+            base = Path(self.rootfs)
+            names = sorted(p.name for p in base.iterdir()) if base.is_dir() else []
         else:
-            args += ["--ro-bind", "/usr", "/usr"]
-            for name in ("bin", "lib", "lib64", "sbin"):
-                target = os.readlink(f"/{name}") if os.path.islink(f"/{name}") else None
-                if target is not None:
-                    args += ["--symlink", target, f"/{name}"]
-                elif os.path.isdir(f"/{name}"):
-                    args += ["--ro-bind", f"/{name}", f"/{name}"]
+            base = Path("/")
+            names = ["usr", "bin", "lib", "lib32", "lib64", "libx32", "sbin"]
+        for name in names:
+            source = base / name
+            if name in ("proc", "dev", "sys", workdir.strip("/")):
+                continue
+            if source.is_symlink():
+                args += ["--symlink", os.readlink(source), f"/{name}"]
+            elif source.exists():
+                args += ["--ro-bind", str(source), f"/{name}"]
         args += [
             "--proc",
             "/proc",

@@ -43,6 +43,19 @@ DRIVER_FILENAME = "<string>"
 def main() -> None:
     cap = int(sys.argv[1])
     session = sys.argv[2]
+    memory = int(sys.argv[3])
+    if memory > 0:
+        # Also bound the interpreter's address space to the sandbox's memory limit, so that a
+        # large allocation raises MemoryError (an observation) before the kernel's OOM killer
+        # ends the whole sandbox (an environment failure).
+        try:
+            import resource
+
+            _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+            if hard == resource.RLIM_INFINITY or hard > memory:
+                resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+        except (ImportError, ValueError, OSError):
+            pass
     proto_in = os.dup(0)
     proto_out = os.dup(1)
     devnull = os.open(os.devnull, os.O_RDONLY)
@@ -96,7 +109,7 @@ def main() -> None:
 
     def collect() -> tuple[str, int]:
         for stream in (sys.stdout, sys.stderr):
-            try:
+            try:  # noqa: SIM105 (the driver keeps its imports minimal)
                 stream.flush()
             except Exception:
                 pass

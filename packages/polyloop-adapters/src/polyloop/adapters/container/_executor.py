@@ -272,6 +272,7 @@ class ContainerExecutor:
                 _driver_source(),
                 str(self.max_output_chars),
                 self._session_id,
+                str(self.limits.memory_mb * 1024 * 1024),
             ),
             limits=self.limits,
         )
