@@ -31,6 +31,7 @@ from polyloop.adapters.container._errors import (
 )
 from polyloop.adapters.container._executor import ContainerExecutor
 from polyloop.adapters.container._image import build_rootfs, ensure_docker_image
+from polyloop.adapters.container._parser import FirstCodeBlockParser
 
 __all__ = [
     "DEFAULT_DOCKER_IMAGE",
@@ -39,6 +40,7 @@ __all__ = [
     "ContainerError",
     "ContainerExecutor",
     "DockerBackend",
+    "FirstCodeBlockParser",
     "ImageBuildError",
     "LaunchSpec",
     "Limits",
