@@ -6,13 +6,18 @@ own summary: the `never` action must have run exactly once across the kill and t
 
 from __future__ import annotations
 
+import http.server
 import json
+import socket
+import threading
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
+from polyloop_cli.demo_task import SCRIPT
 from tests.cli._kit import ANSI_ESCAPE, assert_one_line_error, polyloop
 
 
@@ -111,3 +116,82 @@ def test_base_url_without_model_is_a_usage_error(tmp_path: Path) -> None:
     result = polyloop("demo", "--base-url", "http://127.0.0.1:9/v1", env=env)
     assert_one_line_error(result, 2)
     assert "--model" in result.stderr
+
+
+class FakeChatCompletions(http.server.BaseHTTPRequestHandler):
+    """An OpenAI-compatible endpoint that plays the demo script: the reply is chosen by how
+    many assistant messages the prompt already holds, so a resumed run gets the same one."""
+
+    calls: ClassVar[list[str]] = []
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.calls.append(self.path)
+        index = sum(1 for message in body["messages"] if message["role"] == "assistant")
+        payload = {
+            "id": f"fake-{len(self.calls)}",
+            "object": "chat.completion",
+            "model": body["model"],
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": SCRIPT[index]},
+                    "finish_reason": "stop",
+                }
+            ],
+        }
+        data = json.dumps(payload).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: object) -> None:
+        return None
+
+
+@pytest.fixture
+def endpoint() -> Iterator[str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FakeChatCompletions)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def test_demo_drives_an_openai_compatible_endpoint(endpoint: str, tmp_path: Path) -> None:
+    from tests.cli._kit import clean_env
+
+    FakeChatCompletions.calls.clear()
+    env = clean_env(tmp_path / "home", OPENAI_BASE_URL=endpoint, OPENAI_MODEL="fake-model")
+    result = polyloop("demo", "--json", env=env, timeout=60)
+    assert result.code == 0, result.stderr
+    document = result.json()
+    assert document["model"] == {"kind": "gateway", "base_url": endpoint, "model": "fake-model"}
+    run_a, run_b = document["runs"]
+    assert run_b["stop_reason"] == "resume_state_unknown"
+    assert ledger_counts(Path(document["ledger"]), run_b["run_id"])["issue_refund"] == 1
+    assert run_a["stop_reason"] == "task_completed"
+    # A: 3 calls (the first in the worker); B: 2 in the worker, none on resume.
+    assert FakeChatCompletions.calls == ["/v1/chat/completions"] * 5
+    text = polyloop("demo", "--scripted", env=env, timeout=60)
+    assert "built-in scripted model" in text.stdout
+
+
+def test_an_unreachable_endpoint_is_a_model_error(tmp_path: Path) -> None:
+    from tests.cli._kit import clean_env
+
+    env = clean_env(tmp_path / "home")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    result = polyloop(
+        "demo", "--base-url", f"http://127.0.0.1:{port}/v1", "--model", "m", env=env, timeout=60
+    )
+    assert_one_line_error(result, 8)
+    assert "--base-url" in result.stderr

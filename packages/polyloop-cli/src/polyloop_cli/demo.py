@@ -170,7 +170,7 @@ def demo(
         for action in scenario.actions
         if action["replay_policy"] == "never"
     )
-    _summary(output, scenarios, elapsed, at_most_once)
+    _summary(output, scenarios, elapsed, at_most_once, None if store is None else str(url))
     if as_json:
         output.json(
             {
@@ -235,6 +235,13 @@ async def _play(
     await _crash(output, scenario, url, ledger, config)
     async with open_store(url) as store:
         log = await read_log(store, url, scenario.run_id)
+        failures = [result.failure for result in log.model_results if result.failure]
+        if not scenario.killed and failures:
+            raise CliError(
+                ExitCode.MODEL_ERROR,
+                f"the model endpoint failed: {' '.join(failures[-1].split())[:300]}; check "
+                "--base-url, --model and OPENAI_API_KEY, or use the scripted model (--scripted).",
+            )
         output.line(f"  After the kill the log holds {len(log.steps)} completed step(s).")
         if scenario.killed and log.finished is None:
             report = plan_report(log)
@@ -435,7 +442,13 @@ def _actions(scenario: Scenario, steps: Any, ledger: Path) -> list[dict[str, Any
     return actions
 
 
-def _summary(output: Output, scenarios: list[Scenario], elapsed: float, at_most_once: bool) -> None:
+def _summary(
+    output: Output,
+    scenarios: list[Scenario],
+    elapsed: float,
+    at_most_once: bool,
+    store_option: str | None,
+) -> None:
     output.line()
     rows = []
     for scenario in scenarios:
@@ -461,8 +474,9 @@ def _summary(output: Output, scenarios: list[Scenario], elapsed: float, at_most_
     )
     output.line(verdict, style="bold green" if at_most_once else "bold red")
     run_b = scenarios[-1].run_id
+    option = f" --store {store_option}" if store_option else ""
     output.line(
-        f"Inspect: polyloop runs | polyloop show {run_b} | polyloop plan {run_b} | "
-        f"polyloop export {scenarios[0].run_id}"
+        f"Inspect: polyloop runs{option} | polyloop show {run_b}{option} | "
+        f"polyloop plan {run_b}{option} | polyloop export {scenarios[0].run_id}{option}"
     )
     output.line(f"Finished in {elapsed:.1f} s.", style="dim")

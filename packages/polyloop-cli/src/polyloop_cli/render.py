@@ -67,6 +67,7 @@ class Output:
         *,
         title: str | None = None,
         styles: Mapping[str, str] | None = None,
+        header: bool = True,
     ) -> None:
         if self.as_json:
             return
@@ -77,6 +78,7 @@ class Output:
             pad_edge=False,
             header_style="bold" if self.terminal else "",
             title_justify="left",
+            show_header=header,
         )
         for column in columns:
             table.add_column(column, style=(styles or {}).get(column, ""), overflow="fold")
@@ -95,7 +97,9 @@ class Output:
 
     def fields(self, pairs: Sequence[tuple[str, object]], *, title: str | None = None) -> None:
         """A two-column key/value block."""
-        self.table(("field", "value"), [(key, value) for key, value in pairs], title=title)
+        self.table(
+            ("field", "value"), [(key, value) for key, value in pairs], title=title, header=False
+        )
 
 
 def _cell(value: object) -> str | Text:
