@@ -7,6 +7,8 @@ Every run follows one script: ``steps - 1`` tool calls, alternating ``noop`` (re
 
 from __future__ import annotations
 
+import functools
+
 from polyloop.ports import RunStore
 from polyloop.session import AgentDefinition, RunRequest
 from polyloop.testing import LineDecisionParser, NullEventSink, ScriptedModelClient, reply
@@ -32,7 +34,9 @@ CONTEXT = Context(
 )
 
 
+@functools.cache
 def tools() -> ToolRegistry:
+    """One shared registry (a value): compiling its schemas once keeps crash rounds fast."""
     return ToolRegistry(
         [
             Tool(

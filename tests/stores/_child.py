@@ -7,6 +7,10 @@ Commands (arguments are positional):
 - ``race KIND WHERE RUN_ID LABEL``: print ``ready``, wait for a line on stdin, call ``run``
   once; print ``won <stop reason>`` or ``lost <error type>``.
 - ``write KIND WHERE PREFIX RUNS STEPS``: write RUNS whole logs at the store level.
+- ``zygote KIND WHERE``: import and warm up everything once, then for every line
+  ``PREFIX RUNS STEPS`` on stdin fork a process that does ``drive`` (its lines go to this
+  stdout), print ``pid <pid>`` first and, once it is gone, ``\\nreaped <pid>``. Crash tests kill
+  the forked process, so each kill costs a run, not an interpreter start.
 - ``disk-full KIND WHERE``: cap the file size (RLIMIT_FSIZE), write until the disk refuses,
   then check the error, read back, lift the cap and write again. Prints a JSON report.
 """
@@ -29,6 +33,12 @@ from tests.stores import _agent
 from tests.stores._helpers import close_store, intent, open_store, started, write_run
 
 
+def _say(line: str) -> None:
+    """One line, one ``write`` system call: lines of processes sharing stdout never mix
+    (pipe writes up to PIPE_BUF bytes are atomic; these lines are shorter)."""
+    os.write(sys.stdout.fileno(), (line + "\n").encode())
+
+
 class PrintingStore:
     """Passes writes through and prints each one once it has been acknowledged."""
 
@@ -37,8 +47,7 @@ class PrintingStore:
 
     async def _write(self, method: str, record: LogRecord) -> None:
         await getattr(self.inner, method)(record)
-        sys.stdout.write(json.dumps({"w": method, "rec": dumps_log_record(record)}) + "\n")
-        sys.stdout.flush()
+        _say(json.dumps({"w": method, "rec": dumps_log_record(record)}))
 
     async def write_run_started(self, record: LogRecord) -> None:
         await self._write("write_run_started", record)
@@ -66,12 +75,38 @@ async def drive(kind: str, where: str, prefix: str, runs: int, steps: int) -> No
     store = open_store(kind, where)
     printing = PrintingStore(store)
     definition = _agent.definition(printing, steps)  # type: ignore[arg-type]
-    print("ready", flush=True)
+    _say("ready")
     await asyncio.gather(
         *(run(definition, _agent.request(f"{prefix}-{i}", i, steps)) for i in range(runs))
     )
     await close_store(store)
-    print("done", flush=True)
+    _say("done")
+
+
+def _warm_up() -> None:
+    """Run one throwaway run in memory so the forked drivers start hot (schemas compiled)."""
+    from polyloop.stores.memory import MemoryRunStore
+
+    store = MemoryRunStore()
+    asyncio.run(run(_agent.definition(store, 2), _agent.request("warm-up", 0, 2)))
+
+
+def zygote(kind: str, where: str) -> None:
+    _warm_up()
+    _say("ready")
+    for command in sys.stdin:
+        prefix, runs, steps = command.split()
+        sys.stdout.flush()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                asyncio.run(drive(kind, where, prefix, int(runs), int(steps)))
+            finally:
+                os._exit(0)
+        _say(f"pid {pid}")
+        os.waitpid(pid, 0)
+        # The leading newline ends a line the killed process may have left half written.
+        _say(f"\nreaped {pid}")
 
 
 async def race(kind: str, where: str, run_id: str, label: str) -> None:
@@ -150,6 +185,8 @@ def main(argv: list[str]) -> None:
         asyncio.run(race(kind, where, rest[0], rest[1]))
     elif command == "write":
         asyncio.run(write(kind, where, rest[0], int(rest[1]), int(rest[2])))
+    elif command == "zygote":
+        zygote(kind, where)
     elif command == "disk-full":
         asyncio.run(disk_full(kind, where))
     else:
