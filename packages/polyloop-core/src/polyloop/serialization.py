@@ -328,7 +328,15 @@ class _Reader:
                 f"{self._path}: field 'schema_version' is missing; this payload was not written "
                 "by PolyLoop (or was altered). Build old rows in code instead of decoding them."
             )
-        version = self.integer("schema_version")
+        version = self._get("schema_version")
+        # A version of the wrong JSON type ("1", true, 1.0) is a version this library cannot
+        # read: the same error as an unknown number, so callers need only one except clause.
+        if isinstance(version, bool) or not isinstance(version, int):
+            raise SchemaVersionError(
+                f"{self._path}.schema_version: expected an integer, got "
+                f"{type(version).__name__} {version!r:.80}; this library reads only "
+                f"{sorted(READABLE_SCHEMA_VERSIONS)}."
+            )
         if version not in READABLE_SCHEMA_VERSIONS:
             raise SchemaVersionError(
                 f"{self._path}.schema_version is {version}; this library reads only "
