@@ -101,7 +101,7 @@ class _Executor(_Seam):
 SYNTHETIC = SyntheticObservations(
     action_rejected="Rejected: that tool call is not valid.",
     env_failed="The environment failed.",
-    model_call_failed="Model call failed; this step produced nothing.",
+    model_call_failed="The model could not be reached.",
 )
 BUDGET = Budget(max_steps=8, max_actions=4, max_consecutive_parse_failures=3, max_prompt_chars=9000)
 CONTEXT = Context(
