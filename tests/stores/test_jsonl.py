@@ -181,3 +181,14 @@ def test_parameters_name_the_directory_and_nothing_else(tmp_path: object) -> Non
     }
     assert not os.path.exists(os.path.join(str(tmp_path), "d"))
     store.close()
+
+
+async def test_run_ids_skip_torn_only_files_and_refuse_renamed_ones(tmp_path: object) -> None:
+    async with JsonlRunStore(str(tmp_path)) as store:
+        assert await store.run_ids() == ()
+        await store.write_run_started(started("real"))
+        write_bytes(store.path_for("torn"), _line(started("torn"))[:20])
+        assert await store.run_ids() == ("real",)
+        write_bytes(store.path_for("copy"), read_bytes(store.path_for("real")))
+        with pytest.raises(CorruptLogError, match="renamed or copied"):
+            await store.run_ids()

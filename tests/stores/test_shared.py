@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 import tempfile
 from collections.abc import Mapping
@@ -197,3 +198,15 @@ def test_any_set_of_run_ids_stays_apart(kind: str, run_ids: list[str]) -> None:
             names = os.listdir(os.path.join(where, "runs"))
             assert len(names) == len(run_ids)
             assert len({n.lower() for n in names}) == len(run_ids)
+
+
+async def test_run_ids_lists_every_run_with_a_record(opened: Opened) -> None:
+    ids = ["b", "a", "../c", ""]
+    for run_id in ids:
+        await opened.store.write_run_started(started(run_id))
+    await write_run(opened.store, "d", 1)
+    listed = opened.store.run_ids()  # type: ignore[attr-defined]
+    if inspect.isawaitable(listed):
+        listed = await listed
+    assert sorted(listed) == sorted([*ids, "d"])
+    assert len(listed) == len(ids) + 1

@@ -205,3 +205,13 @@ async def test_a_missing_parent_directory_is_reported_with_advice(tmp_path: obje
             await store.write_run_started(started("x"))
     finally:
         await store.__aexit__(None, None, None)
+
+
+async def test_run_ids_of_a_missing_file_are_empty_and_create_nothing(tmp_path: object) -> None:
+    path = os.path.join(str(tmp_path), "none.db")
+    store = SqliteRunStore(path)
+    try:
+        assert await store.run_ids() == ()
+    finally:
+        await store.__aexit__(None, None, None)
+    assert not exists(path)

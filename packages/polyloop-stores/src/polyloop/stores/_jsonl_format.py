@@ -16,7 +16,7 @@ from polyloop.ports import RunLog
 from polyloop.serialization import loads_log_record
 from polyloop.stores._records import LogBuilder
 
-__all__ = ["FileTail", "parse_log", "scan_tail"]
+__all__ = ["FileTail", "first_run_id", "parse_log", "scan_tail"]
 
 _NEWLINE = b"\n"
 _STARTED = b'{"type":"run_started"'
@@ -83,3 +83,22 @@ def scan_tail(data: bytes) -> FileTail:
         has_started=any(line.startswith(_STARTED) for line in lines),
         has_finished=any(line.startswith(_FINISHED) for line in lines),
     )
+
+
+def first_run_id(data: bytes, where: str) -> str | None:
+    """The run_id of the file's first record; ``None`` when it holds no complete record.
+
+    ``data`` is the start of the file, long enough to hold the first line or the whole file.
+    """
+    lines, _ = _split(data)
+    if not lines:
+        return None
+    try:
+        return loads_log_record(lines[0]).run_id
+    except SerializationError as error:
+        if len(lines) == 1:
+            return None  # the only line is a torn write
+        raise CorruptLogError(
+            f"{where}, line 1: not a valid log record ({error}). The file was altered or "
+            "damaged; repair or remove it (keep a copy)."
+        ) from None

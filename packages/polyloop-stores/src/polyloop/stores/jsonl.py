@@ -33,11 +33,11 @@ from enum import Enum
 from types import TracebackType
 from typing import TypeVar
 
-from polyloop.errors import RunAlreadyStartedError, StoreError
+from polyloop.errors import CorruptLogError, RunAlreadyStartedError, StoreError
 from polyloop.ports import RunLog
 from polyloop.serialization import LogRecord, dumps_log_record
-from polyloop.stores._jsonl_format import parse_log, scan_tail
-from polyloop.stores._naming import file_name_for
+from polyloop.stores._jsonl_format import first_run_id, parse_log, scan_tail
+from polyloop.stores._naming import SUFFIX, file_name_for
 from polyloop.stores._threads import WorkerPool
 from polyloop.types import Intent, ModelCallResult, RunFinished, RunStarted, StepCompleted
 
@@ -159,6 +159,14 @@ class JsonlRunStore:
     async def read_log(self, run_id: str) -> RunLog:
         path = self.path_for(run_id)
         return await self._submit(self._read, run_id, path)
+
+    async def run_ids(self) -> tuple[str, ...]:
+        """Every run_id with at least one complete record, in file-name order.
+
+        Raises :class:`~polyloop.errors.CorruptLogError` for a file whose first line is not a
+        record, or whose name does not belong to the run_id it holds.
+        """
+        return await self._submit(self._run_ids)
 
     def close(self) -> None:
         """Wait for writes in flight, then close every file. Blocks; from async code use
@@ -315,6 +323,30 @@ class JsonlRunStore:
             raise
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
+
+    def _run_ids(self) -> tuple[str, ...]:
+        try:
+            names = sorted(n for n in os.listdir(self._directory) if n.endswith(SUFFIX))
+        except FileNotFoundError:
+            return ()
+        found: list[str] = []
+        for name in names:
+            path = os.path.join(self._directory, name)
+            with open(path, "rb") as handle:
+                head = handle.read(1 << 16)
+                if b"\n" not in head[:-1]:
+                    head += handle.read()  # a first line longer than the first chunk
+            run_id = first_run_id(head, path)
+            if run_id is None:
+                continue
+            if file_name_for(run_id) != name:
+                raise CorruptLogError(
+                    f"{path} holds records of run {run_id!r}, whose file would be "
+                    f"{file_name_for(run_id)!r}; it was renamed or copied by hand. Move it "
+                    "out of the store directory or give it its proper name."
+                )
+            found.append(run_id)
+        return tuple(found)
 
     def _read(self, run_id: str, path: str) -> RunLog:
         try:

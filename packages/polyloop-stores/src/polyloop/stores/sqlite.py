@@ -40,6 +40,7 @@ __all__ = ["SqliteRunStore"]
 #: ``synchronous`` levels that keep a WAL commit durable when it returns.
 _DURABLE_LEVELS = frozenset({"FULL", "EXTRA"})
 _SELECT = "SELECT seq, body FROM run_records WHERE run_id = ? ORDER BY seq"
+_RUN_IDS = "SELECT run_id FROM run_records GROUP BY run_id ORDER BY MIN(seq)"
 
 
 class SqliteRunStore:
@@ -116,6 +117,10 @@ class SqliteRunStore:
 
     async def read_log(self, run_id: str) -> RunLog:
         return await self._readers.run(self._read, run_id)
+
+    async def run_ids(self) -> tuple[str, ...]:
+        """Every run_id with at least one record, in order of its first record."""
+        return await self._readers.run(self._run_ids)
 
     async def open(self) -> None:
         """Open (and if needed create) the database now instead of on the first write."""
@@ -198,13 +203,35 @@ class SqliteRunStore:
             builder.add(record, f"run_records seq {seq}")
         return builder.build()
 
-    def _select(self, run_id: str) -> list[tuple[int, str]]:
+    def _reader_connection(self) -> sqlite3.Connection | None:
+        """The reader's connection, or ``None`` while the database holds no schema yet."""
         if self._reader is None:
             if not os.path.exists(self._path):
-                return []  # never written: read nothing and create nothing
+                return None  # never written: read nothing and create nothing
             reader = connect(self._path, busy_timeout_ms=self._busy_timeout_ms)
-            if not check_schema(reader, self._path):
+            try:
+                ready = check_schema(reader, self._path)
+            except BaseException:
                 reader.close()
-                return []
+                raise
+            if not ready:
+                reader.close()
+                return None
             self._reader = reader
-        return list(self._reader.execute(_SELECT, (run_id,)))
+        return self._reader
+
+    def _select(self, run_id: str) -> list[tuple[int, str]]:
+        reader = self._reader_connection()
+        return [] if reader is None else list(reader.execute(_SELECT, (run_id,)))
+
+    def _run_ids(self) -> tuple[str, ...]:
+        try:
+            with self._reader_lock:
+                reader = self._reader_connection()
+                rows = [] if reader is None else list(reader.execute(_RUN_IDS))
+        except sqlite3.Error as error:
+            raise StoreError(
+                f"Listing the runs in {self._path} failed ({type(error).__name__}: {error}). "
+                "Nothing was changed; retry once the file is readable."
+            ) from error
+        return tuple(str(run_id) for (run_id,) in rows)
