@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from types import MappingProxyType
 from typing import Protocol, runtime_checkable
 
 from polyloop.types import (
@@ -128,6 +129,9 @@ class RunLog:
     finished: RunFinished | None = None
 
 
+_NO_ENTRIES: Mapping[str, tuple[str, ...]] = MappingProxyType({})
+
+
 class EventKind(StrEnum):
     """The events a run emits, in the order they can occur (see design 0002)."""
 
@@ -152,7 +156,7 @@ class Event:
     #: ``RUN_STARTED`` only: ``True`` when emitted by ``resume``.
     resumed: bool = False
     #: ``RUN_STARTED`` only: the injection entry ids by channel, in prompt order.
-    injection_entry_ids: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    injection_entry_ids: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: _NO_ENTRIES)
     #: ``STEP_COMPLETED`` only: the record just written.
     step: StepRecord | None = None
     #: ``RUN_FINISHED`` only: the result just written.

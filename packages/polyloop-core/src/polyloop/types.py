@@ -249,6 +249,12 @@ class ActionOutcome:
     observation_truncated_chars: int
 
     def __post_init__(self) -> None:
+        if (
+            type(self.status) is ActionStatus
+            and type(self.observation_truncated_chars) is int
+            and self.observation_truncated_chars >= 0
+        ):
+            return
         if not isinstance(self.status, ActionStatus):
             raise ConfigurationError(
                 f"ActionOutcome.status must be an ActionStatus, got {self.status!r}."
@@ -321,6 +327,27 @@ class StepRecord:
     schema_version: int = CURRENT_SCHEMA_VERSION
 
     def __post_init__(self) -> None:
+        # One cheap expression for the common case; the detailed checks only run (and say
+        # what is wrong) when it fails. A record is built for every step of every run.
+        if (
+            type(self.step_idx) is int
+            and self.step_idx >= 0
+            and type(self.content_chars) is int
+            and self.content_chars >= 0
+            and type(self.thinking_chars) is int
+            and self.thinking_chars >= 0
+            and type(self.observation_truncated_chars) is int
+            and self.observation_truncated_chars >= 0
+            and type(self.prompt_chars) is int
+            and self.prompt_chars >= 0
+            and type(self.step_wall_ms) is int
+            and self.step_wall_ms >= 0
+            and self.call_id != ""
+            and (self.action_status is None or type(self.action_status) is ActionStatus)
+            and type(self.schema_version) is int
+            and self.schema_version >= 1
+        ):
+            return
         for name in (
             "step_idx",
             "content_chars",
@@ -401,6 +428,14 @@ class Intent:
     replay_policy: ReplayPolicy
 
     def __post_init__(self) -> None:
+        if (
+            type(self.kind) is IntentKind
+            and type(self.replay_policy) is ReplayPolicy
+            and type(self.call_index) is int
+            and self.call_index >= 0
+            and self.result_id
+        ):
+            return
         if not isinstance(self.kind, IntentKind):
             raise ConfigurationError(f"Intent.kind must be an IntentKind, got {self.kind!r}.")
         if not isinstance(self.replay_policy, ReplayPolicy):

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import types
+from collections.abc import Coroutine, Generator
+from typing import Any
 
 from polyloop.ports import Event, EventSink
 
@@ -13,6 +16,24 @@ logger = logging.getLogger("polyloop")
 
 #: After this many timeouts in a row the sink is considered hung for the rest of the invocation.
 HUNG_AFTER_TIMEOUTS = 3
+
+
+@types.coroutine
+def _rest_of(coroutine: Coroutine[Any, Any, Any], pending: Any) -> Generator[Any, Any, None]:
+    """Await the remainder of a coroutine that already suspended once on ``pending``."""
+    while True:
+        try:
+            sent = yield pending
+        except BaseException as error:
+            try:
+                pending = coroutine.throw(error)
+            except StopIteration:
+                return
+        else:
+            try:
+                pending = coroutine.send(sent)
+            except StopIteration:
+                return
 
 
 class EventChannel:
@@ -40,8 +61,16 @@ class EventChannel:
             return False
         limit = self._timeout if within is None else min(within, self._timeout)
         try:
+            # Fast path: most sinks finish without suspending, and then no timer is needed.
+            # Only a sink that suspends gets the rest of its delivery bounded by the timeout.
+            coroutine = self._sink.emit(event)
+            try:
+                pending = coroutine.send(None)
+            except StopIteration:
+                self._timeouts_in_a_row = 0
+                return True
             async with asyncio.timeout(limit):
-                await self._sink.emit(event)
+                await _rest_of(coroutine, pending)
         except TimeoutError:
             self.failures += 1
             self._timeouts_in_a_row += 1

@@ -173,14 +173,18 @@ class _Run:
     # -- rebuilding from a log ------------------------------------------------------------
 
     def rebuild(self, log: RunLog) -> None:
-        """Restore history and counters from the recorded steps."""
+        """Restore the recorded steps and the counters derived from them."""
         for completed in log.steps:
             step = completed.step
             self.steps.append(step)
-            self.prompt.add_step(step.raw_output, step.observation)
             if step.action_status is ActionStatus.EXECUTED:
                 self.actions_executed += 1
         self.parse_failures_in_a_row = trailing_parse_failures(self.steps)
+
+    def rebuild_history(self) -> None:
+        """Restore the prompt history; only needed when the run goes on."""
+        for step in self.steps:
+            self.prompt.add_step(step.raw_output, step.observation)
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -590,6 +594,7 @@ async def resume(
     except asyncio.CancelledError:
         await invocation.record_cancelled()
         raise
+    invocation.rebuild_history()
     return await invocation.drive(plan.next_step, plan)
 
 

@@ -25,7 +25,7 @@ def _text(role: Role, text: str) -> Message:
 class Prompt:
     """The growing prompt of one run."""
 
-    __slots__ = ("_history", "_history_chars", "_observation_template", "_prefix", "_prefix_chars")
+    __slots__ = ("_chars", "_messages", "_observation_template")
 
     def __init__(self, request: RunRequest) -> None:
         prefix: list[Message] = list(request.context.run_level)
@@ -38,19 +38,18 @@ class Prompt:
         for entries in request.injections.values():
             prefix.extend(_text(Role.SYSTEM, entry.content) for entry in entries)
         prefix.extend(request.context.goal_level)
-        self._prefix = tuple(prefix)
-        self._prefix_chars = sum(_chars(m) for m in prefix)
-        self._history: list[Message] = []
-        self._history_chars = 0
+        # Prefix and history in one list, so a call's tuple is a single copy.
+        self._messages: list[Message] = prefix
+        self._chars = sum(_chars(m) for m in prefix)
         self._observation_template = request.observation_template
 
     def messages(self) -> tuple[tuple[Message, ...], int]:
         """The messages of the next model call and their total character count."""
-        return self._prefix + tuple(self._history), self._prefix_chars + self._history_chars
+        return tuple(self._messages), self._chars
 
     def add_step(self, history_text: str, observation: str) -> None:
         """Append a finished step: the assistant's text, then the wrapped observation."""
         wrapped = self._observation_template.replace(OBSERVATION_TOKEN, observation)
-        self._history.append(_text(Role.ASSISTANT, history_text))
-        self._history.append(_text(Role.USER, wrapped))
-        self._history_chars += len(history_text) + len(wrapped)
+        self._messages.append(_text(Role.ASSISTANT, history_text))
+        self._messages.append(_text(Role.USER, wrapped))
+        self._chars += len(history_text) + len(wrapped)
