@@ -1,0 +1,22 @@
+"""examples/mcp_example.py runs as documented (its own MCP server process, scripted model)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "mcp_example.py"
+
+
+def test_mcp_example_runs() -> None:
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLE)], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        '0 CALL add_note {"text": "buy milk"} -> stored note 1',
+        "1 CALL count_notes {} -> 1",
+        "2 None -> ",
+        "agent_finished 1 note",
+    ]
