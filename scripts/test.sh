@@ -7,4 +7,5 @@ uv sync --all-packages --frozen
 echo "== ruff"; uv run ruff format --check . && uv run ruff check .
 echo "== import-linter"; uv run lint-imports
 echo "== mypy --strict"; uv run mypy
+echo "== contract suite (our implementations through the installed plugin)"; bash contract-suite/run.sh -q
 echo "== pytest"; uv run pytest "$@"
