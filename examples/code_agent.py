@@ -3,9 +3,9 @@
 - Actions are tool-less: :class:`~polyloop.ports.Action` with ``tool_call=None`` whose text is
   the code, executed by the container executor (``polyloop.adapters.container``): one
   long-lived, sandboxed, stateful Python session (variables survive from step to step).
-- The parser keeps only the first code block and drops everything after it from the
-  history: models like to invent the output of their own code, and the next prompt must show
-  the real observation, not the invented one.
+- The parser (``FirstCodeBlockParser``, from the same adapter) keeps only the first code block
+  and drops everything after it from the history: models like to invent the output of their
+  own code, and the next prompt must show the real observation, not the invented one.
 - The model is scripted, so this runs offline.
 
 Run: ``uv run python examples/code_agent.py [--executor auto|container|subprocess]``.
@@ -18,19 +18,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import re
 import subprocess
 import sys
-from collections.abc import Mapping
 from contextlib import AsyncExitStack
 
-from polyloop.ports import (
-    Action,
-    ActionExecutor,
-    FinalAnswer,
-    InvalidDecision,
-    ParsedReply,
-)
+from polyloop.adapters.container import FirstCodeBlockParser
+from polyloop.ports import ActionExecutor
 from polyloop.session import AgentDefinition, RunRequest, run
 from polyloop.stores.memory import MemoryRunStore
 from polyloop.testing import RecordingEventSink, ScriptedExecutor, ScriptedModelClient, reply
@@ -39,46 +32,12 @@ from polyloop.types import (
     Budget,
     Context,
     Message,
-    ModelReply,
     ReplayPolicy,
     Role,
     RunResult,
     SyntheticObservations,
     TextBlock,
 )
-
-#: The first fenced block (```python or a bare ```), up to its closing fence.
-CODE_BLOCK = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)```", re.DOTALL)
-FINAL = re.compile(r"final answer:\s*(.+)", re.IGNORECASE | re.DOTALL)
-
-
-class FirstCodeBlockParser:
-    """The first code block is the action; text after it never enters the history."""
-
-    def parse(self, reply: ModelReply) -> ParsedReply:
-        text = reply.content
-        block = CODE_BLOCK.search(text)
-        if block is not None:
-            code = block.group(1).strip("\n")
-            if not code.strip():
-                return ParsedReply(
-                    text[: block.end()], InvalidDecision("The code block is empty; write code.")
-                )
-            return ParsedReply(text[: block.end()], Action(text=code, tool_call=None))
-        final = FINAL.search(text)
-        if final is not None:
-            return ParsedReply(text, FinalAnswer(final.group(1).strip()))
-        return ParsedReply(
-            text,
-            InvalidDecision(
-                "No code block found. Reply with one ```python block to run, or with "
-                "'Final answer: ...' when you are done."
-            ),
-        )
-
-    def parameters(self) -> Mapping[str, str]:
-        return {"kind": "first_code_block", "version": "1"}
-
 
 SCRIPT = (
     # The model invents the output after its block ("14"); the parser drops it from history.
@@ -90,7 +49,7 @@ SCRIPT = (
     "Output:\n```\n14\n```\n",
     # Uses `primes` from the previous cell: the session is stateful.
     "Now their sum.\n```python\nprint(sum(primes))\n```",
-    "Final answer: there are 15 primes below 50 and they sum to 328.",
+    "FINAL ANSWER: there are 15 primes below 50 and they sum to 328.",
 )
 
 
@@ -168,7 +127,12 @@ async def main(choice: str = "auto") -> tuple[RunResult, str]:
                 run_level=(
                     Message(
                         Role.SYSTEM,
-                        (TextBlock("Solve the task by writing one ```python block per reply."),),
+                        (
+                            TextBlock(
+                                "Write one ```python block per reply; when done, reply "
+                                "FINAL ANSWER: <answer>."
+                            ),
+                        ),
                     ),
                 ),
                 goal_level=(

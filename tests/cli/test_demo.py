@@ -9,6 +9,8 @@ from __future__ import annotations
 import http.server
 import json
 import socket
+import subprocess
+import sys
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -195,3 +197,45 @@ def test_an_unreachable_endpoint_is_a_model_error(tmp_path: Path) -> None:
     )
     assert_one_line_error(result, 8)
     assert "--base-url" in result.stderr
+
+
+def test_a_paused_worker_whose_parent_died_exits_without_finishing(tmp_path: Path) -> None:
+    """The worker waits for its SIGKILL at the crash point; should the demo die first, the
+    worker must not wake up later and finish the run behind everybody's back."""
+    from tests.cli._kit import clean_env
+
+    ledger = tmp_path / "ledger.jsonl"
+    config = {
+        "store": f"sqlite://{tmp_path / 'runs.sqlite'}",
+        "run_id": "orphan",
+        "ledger": str(ledger),
+        "pause_in": "issue_refund",
+        "model": {"base_url": None, "model": None},
+    }
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "polyloop_cli.demo_worker", json.dumps(config)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=clean_env(tmp_path / "home"),
+    )
+    assert worker.stdin is not None
+    assert worker.stdout is not None
+    events = []
+    for line in worker.stdout:
+        events.append(json.loads(line)["event"])
+        if events[-1] == "paused":
+            break
+    assert events[-1] == "paused"
+    worker.stdin.close()  # what the parent's death looks like from the worker
+    assert worker.wait(timeout=20) == 70
+    worker.stdout.close()
+    assert worker.stderr is not None
+    worker.stderr.close()
+    assert ledger_counts(ledger, "orphan") == {"lookup_order": 1, "issue_refund": 1}
+    env = clean_env(tmp_path / "home")
+    shown = polyloop("show", "orphan", "--store", config["store"], "--json", env=env)
+    assert shown.json()["status"] == "unfinished"
+    assert shown.json()["steps"] != []
+    assert len(shown.json()["steps"]) == 1

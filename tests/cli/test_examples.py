@@ -81,20 +81,6 @@ def test_code_agent_uses_the_container_executor_when_bubblewrap_works() -> None:
     assert out.splitlines()[-1].startswith("agent_finished")
 
 
-def test_code_agent_parser_edge_cases() -> None:
-    module = load("code_agent")
-    from polyloop.ports import Action, FinalAnswer, InvalidDecision
-    from polyloop.testing import reply
-
-    parser = module.FirstCodeBlockParser()
-    two = parser.parse(reply("a\n```python\nx = 1\n```\nthen\n```python\ny = 2\n```"))
-    assert two.decision == Action(text="x = 1", tool_call=None)
-    assert two.history_text == "a\n```python\nx = 1\n```"
-    assert isinstance(parser.parse(reply("no code here")).decision, InvalidDecision)
-    assert isinstance(parser.parse(reply("```python\n\n```")).decision, InvalidDecision)
-    assert parser.parse(reply("Final answer: 42")).decision == FinalAnswer("42")
-
-
 async def test_govdoc_agent_three_narrowing_phases() -> None:
     module = load("govdoc_agent")
     results, workspace = await module.main()

@@ -302,7 +302,8 @@ async def _crash(
         json.dumps(worker_config),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
-        stdin=asyncio.subprocess.DEVNULL,
+        # Never written to: it closes when this process dies, which tells a paused worker.
+        stdin=asyncio.subprocess.PIPE,
         env=env,
     )
     scenario.worker_pid = process.pid
@@ -366,6 +367,8 @@ async def _crash(
         if process.returncode is None and not scenario.killed:
             process.kill()
         await process.wait()
+        if process.stdin is not None:
+            process.stdin.close()
         await process.stderr.read()
     if scenario.killed:
         output.line(

@@ -4,7 +4,8 @@
 (URL), ``run_id``, ``ledger`` (path), ``pause_in`` (tool name or null) and ``model``
 (``{"base_url", "model"}``; nulls for the scripted model). When the run reaches ``pause_in``,
 the tool performs its side effect, the worker prints ``{"event": "paused", ...}`` and waits:
-the parent kills it with SIGKILL there. Not a public interface.
+the parent kills it with SIGKILL there (if the parent dies instead, the worker's stdin
+reaches end of file and it exits at once). Not a public interface.
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ from polyloop.session import run
 from polyloop_cli.demo_task import ModelConfig, build_agent, emit_line, event_json, model_client
 from polyloop_cli.stores import open_store, parse_store_url
 
-#: How long the worker waits at the crash point for its SIGKILL before giving up.
-PAUSE_SECONDS = 120.0
+#: Exit status of a worker whose parent died while it waited at the crash point.
+EXIT_ORPHANED = 70
 
 
 async def _work(config: dict[str, Any]) -> None:
@@ -31,8 +32,10 @@ async def _work(config: dict[str, Any]) -> None:
     async def pause(tool: str) -> None:
         if tool == pause_in:
             emit_line({"event": "paused", "tool": tool, "pid": os.getpid()})
-            await asyncio.sleep(PAUSE_SECONDS)
-            emit_line({"event": "not_killed", "tool": tool})
+            # Wait for the SIGKILL. Should the parent die first, its end of our stdin closes:
+            # leave at once, without finishing the action or the run (as a crash would).
+            await asyncio.to_thread(sys.stdin.buffer.read)
+            os._exit(EXIT_ORPHANED)
 
     url = parse_store_url(config["store"])
     async with open_store(url, create=True) as store:

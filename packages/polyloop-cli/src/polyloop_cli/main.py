@@ -76,7 +76,12 @@ async def _existing_log(url: StoreUrl, run_id: str) -> RunLog:
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 def cli() -> None:
-    """Inspect and resume-plan PolyLoop run logs; `polyloop demo` shows crash-and-resume."""
+    """PolyLoop run logs from the command line.
+
+    Start with `polyloop demo`: an agent run killed with SIGKILL mid-action, then resumed.
+    Then inspect its runs: `polyloop runs`, `polyloop show RUN_ID`, `polyloop plan RUN_ID`.
+    Every command takes --store URL (default: the demo's store) and --json.
+    """
 
 
 # ---------------------------------------------------------------------------
@@ -201,7 +206,7 @@ def show(run_id: str, full: bool, store: str | None, as_json: bool) -> None:
                 )
         elif steps:
             columns = ("STEP", "ACTION", "PARSE", "STATUS", "OBSERVATION", "SYNTH", "MS")
-            width = 60 if output.terminal else 10_000
+            width = 60 if output.terminal else 160
             table_rows = []
             for step in steps:
                 row = step_row(step, width=width)
@@ -463,6 +468,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     except CliError as error:
         _report(int(error.code), error.kind, error.message, as_json)
         sys.exit(int(error.code))
+    except click.exceptions.NoArgsIsHelpError as error:
+        # Bare `polyloop`: the help is the answer, not an error.
+        sys.stdout.write(error.format_message() + "\n")
+        sys.exit(0)
     except click.exceptions.UsageError as error:
         hint = ""
         if error.ctx is not None:

@@ -18,8 +18,8 @@ from rich.text import Text
 
 __all__ = ["Output"]
 
-#: Width used when the stream is not a terminal: wide enough that rows do not wrap.
-PIPED_WIDTH = 240
+#: Width used when the stream is not a terminal: wide enough that no row wraps.
+PIPED_WIDTH = 100_000
 
 
 def _console(stream: TextIO) -> Console:
