@@ -9,6 +9,7 @@ the error names the record and the field path.
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -251,6 +252,42 @@ def test_texts_survive_exactly(text: str) -> None:
     assert loads(StepRecord, dumps(step)) == step
     completed = StepCompleted("r", None, None, step)
     assert loads_log_record(dumps_log_record(completed)) == completed
+
+
+def _no_surrogate_pair(text: str) -> bool:
+    return not any(
+        "\ud800" <= a <= "\udbff" and "\udc00" <= b <= "\udfff" for a, b in itertools.pairwise(text)
+    )
+
+
+#: Texts holding lone surrogates (as a model reply cut inside an emoji decodes to), but never a
+#: high surrogate directly followed by a low one (JSON would read that back as one character).
+surrogate_texts = st.text(
+    st.one_of(
+        st.characters(exclude_categories=("Cs",)),
+        st.sampled_from(["\ud800", "\udbff", "\udc00", "\udfff", "\ud83d"]),
+    ),
+    max_size=20,
+).filter(_no_surrogate_pair)
+
+
+@relaxed
+@given(text=surrogate_texts)
+def test_lone_surrogates_are_escaped_and_survive(text: str) -> None:
+    """Texts with lone surrogates encode to UTF-8-safe JSON and decode back exactly."""
+    reply = ModelReply(call_id=None, content=text, thinking=text)
+    line = dumps_log_record(ModelCallResult("r", "model-0", reply, None))
+    line.encode("utf-8")  # a store must be able to write it
+    assert loads_log_record(line.encode("utf-8")) == ModelCallResult("r", "model-0", reply, None)
+    assert loads(ModelReply, dumps(reply).encode("utf-8")) == reply
+
+
+def test_a_reply_cut_inside_an_emoji_can_be_stored() -> None:
+    """A reply whose JSON ended halfway through a surrogate pair is written as an escape."""
+    content = json.loads('"so close \\ud83d"')
+    text = dumps(ModelReply(None, content, ""))
+    assert "\\ud83d" in text
+    assert loads(ModelReply, text.encode("utf-8")).content == content
 
 
 def test_dumps_keeps_non_ascii_as_characters() -> None:

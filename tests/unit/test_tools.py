@@ -97,6 +97,20 @@ def test_tool_spec_is_frozen_and_keeps_its_own_copy_of_the_schema() -> None:
         spec.name = "u"  # type: ignore[misc]
 
 
+def test_tool_spec_accepts_another_specs_schema_as_a_sub_schema() -> None:
+    """A spec's read-only `parameters` can be nested inside another spec's schema and still validates."""
+    inner = ToolSpec("inner", "d", {"type": "object", "required": ["lang"]})
+    outer = ToolSpec("outer", "d", {"type": "object", "properties": {"filter": inner.parameters}})
+    registry = ToolRegistry([Tool(outer, _echo)])
+    registry.validate(ToolCall("outer", {"filter": {"lang": "de"}}))
+    with pytest.raises(ToolCallRejected, match="lang"):
+        registry.validate(ToolCall("outer", {"filter": {}}))
+    assert registry.schema_for_model()[0]["parameters"] == {
+        "type": "object",
+        "properties": {"filter": {"type": "object", "required": ["lang"]}},
+    }
+
+
 def test_tool_spec_refuses_an_empty_name() -> None:
     """A tool needs a non-empty name."""
     with pytest.raises(ConfigurationError, match="name"):

@@ -13,6 +13,7 @@ in code, never when reading. Every error names the record and the field.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping
 from enum import StrEnum
 from typing import Any, TypeVar, cast
@@ -205,9 +206,28 @@ def to_dict(value: Encodable) -> dict[str, Any]:
     return encoder(value)
 
 
+#: A lone surrogate: a Python string may hold one (e.g. a model reply cut inside an emoji and
+#: decoded from JSON), but UTF-8 cannot encode it.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _json_text(payload: object) -> str:
+    """Compact JSON with non-ASCII kept as characters, except lone surrogates, which are escaped.
+
+    Escaping them keeps the text encodable as UTF-8 (a store can write it) and decodes back to
+    the same string. A surrogate can only occur inside a JSON string, so the escape is always
+    valid there. (A high surrogate directly followed by a low one reads back as the single
+    character the pair encodes: JSON cannot tell the two apart.)
+    """
+    text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+    if _SURROGATE.search(text) is None:
+        return text
+    return _SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
+
+
 def dumps(value: Encodable) -> str:
     """Compact JSON text of ``value`` (non-ASCII kept as UTF-8 characters)."""
-    return json.dumps(to_dict(value), ensure_ascii=False, separators=(",", ":"))
+    return _json_text(to_dict(value))
 
 
 def log_record_tag(record: LogRecord) -> str:
@@ -223,11 +243,7 @@ def log_record_tag(record: LogRecord) -> str:
 
 def dumps_log_record(record: LogRecord) -> str:
     """One line of JSON: ``{"type": <tag>, "record": <record>}``. Contains no newline."""
-    return json.dumps(
-        {"type": log_record_tag(record), "record": to_dict(record)},
-        ensure_ascii=False,
-        separators=(",", ":"),
-    )
+    return _json_text({"type": log_record_tag(record), "record": to_dict(record)})
 
 
 # ---------------------------------------------------------------------------

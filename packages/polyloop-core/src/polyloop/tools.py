@@ -48,6 +48,21 @@ def canonical_arguments(arguments: Mapping[str, object]) -> str:
     )
 
 
+def _copy_schema(value: Any) -> Any:
+    """Deep-copy a schema, turning every mapping (even a read-only one) into a plain dict.
+
+    ``copy.deepcopy`` alone cannot copy a ``MappingProxyType`` nested in a schema, such as the
+    ``parameters`` of another spec reused as a sub-schema.
+    """
+    if isinstance(value, Mapping):
+        return {key: _copy_schema(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_copy_schema(item) for item in value]
+    if isinstance(value, tuple):
+        return tuple(_copy_schema(item) for item in value)
+    return copy.deepcopy(value)
+
+
 @dataclass(frozen=True, slots=True)
 class ToolSpec:
     """What a tool is, as the model and the loop see it."""
@@ -76,9 +91,7 @@ class ToolSpec:
                 f"ToolSpec {self.name!r}: replay_policy must be a ReplayPolicy, got "
                 f"{self.replay_policy!r}."
             )
-        object.__setattr__(
-            self, "parameters", MappingProxyType(copy.deepcopy(dict(self.parameters)))
-        )
+        object.__setattr__(self, "parameters", MappingProxyType(_copy_schema(self.parameters)))
 
 
 @dataclass(frozen=True, slots=True)
