@@ -279,6 +279,13 @@ async def _play(
         scenario.stop_reason = result.stop_reason.value
         style = "red" if result.stop_reason is StopReason.RESUME_STATE_UNKNOWN else "green"
         output.line(Text.assemble("  Run stopped: ", (result.stop_reason.value, f"bold {style}")))
+        if result.stop_reason is StopReason.RESUME_STATE_UNKNOWN:
+            output.line(
+                f"  PolyLoop cannot know whether {scenario.kill_in} took effect, so it refused to "
+                "risk doing it twice. An operator checks the outside system (here: the ledger "
+                "shows the refund went out once) and continues in a new run.",
+                style="dim",
+            )
         final_log = await read_log(store, url, scenario.run_id)
     scenario.actions = _actions(scenario, final_log.steps, ledger)
 
