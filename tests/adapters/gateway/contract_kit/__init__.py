@@ -1,0 +1,1 @@
+"""GatewayModelClient wired into the polyloop-contract kit (run with --polyloop-contract)."""

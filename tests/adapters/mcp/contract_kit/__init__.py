@@ -1,0 +1,1 @@
+"""McpExecutor wired into the polyloop-contract kit (run with --polyloop-contract)."""
