@@ -230,8 +230,9 @@ def show(run_id: str, full: bool, store: str | None, as_json: bool) -> None:
         raise CliError(ExitCode.CORRUPT_LOG, f"run {run_id!r}: {summary['corrupt']}")
 
 
-def _plain(value: object) -> object:
-    return json.dumps(value, ensure_ascii=False) if isinstance(value, str) else value
+def _plain(value: object) -> str:
+    """A field of ``--full`` as its JSON value, so ``null``, ``""`` and ``false`` differ."""
+    return json.dumps(value, ensure_ascii=False)
 
 
 def _pending(log: RunLog) -> list[str]:
