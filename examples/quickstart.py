@@ -20,21 +20,13 @@ model = ScriptedModelClient([reply('CALL add {"a": 2, "b": 3}'), reply("FINAL: 2
 texts = SyntheticObservations("Call rejected.", "Environment failed.", "Model call failed.")
 definition = AgentDefinition(model, LineDecisionParser(), MemoryRunStore(), NullEventSink(), texts)
 request = RunRequest(
-    run_id="quickstart-1",
+    run_id="quickstart-1", tools=tools, action_executor=tools.executor(), injections={}, model_binding={},
     budget=Budget(max_steps=5, max_actions=5, max_consecutive_parse_failures=2, max_prompt_chars=9999),
-    action_executor=tools.executor(),
-    tools=tools,
     context=Context((Message(Role.SYSTEM, (Text("Use the tools."),)),), (Message(Role.USER, (Text("2 + 3?"),)),)),
-    injections={},
-    model_binding={},
-    model_replay_policy=ReplayPolicy.SAFE,
-    observation_template="Result: {observation}",
-    tool_section_template="Tools: {tools}",
-    cancel_grace_seconds=1.0,
+    model_replay_policy=ReplayPolicy.SAFE, observation_template="Result: {observation}",
+    tool_section_template="Tools: {tools}", cancel_grace_seconds=1.0,
 )  # fmt: skip
-
-if __name__ == "__main__":
-    result = asyncio.run(run(definition, request))
-    for step in result.steps:
-        print(step.step_idx, step.action, "->", step.observation)
-    print(result.stop_reason.value, result.final_answer)  # agent_finished 2 + 3 = 5
+result = asyncio.run(run(definition, request))
+for step in result.steps:
+    print(step.step_idx, step.action, "->", step.observation)
+print(result.stop_reason.value, result.final_answer)  # agent_finished 2 + 3 = 5
