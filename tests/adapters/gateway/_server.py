@@ -89,7 +89,7 @@ class FakeGateway:
         elif kind == "emptychoices":
             return JSONResponse({"id": "x", "choices": []})
         elif kind == "slow":
-            await asyncio.sleep(float(arg))
+            await asyncio.sleep(float(arg.split("/")[0]))
         elif kind == "scripted":
             # Replies in order from the script the test put under ``scripts[arg]``.
             with self._lock:

@@ -139,7 +139,7 @@ async def test_binding_is_forwarded_as_header_and_optionally_as_metadata(
 # ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("status", [400, 401, 404, 429, 500, 503])
+@pytest.mark.parametrize("status", [302, 400, 401, 404, 429, 500, 503])
 async def test_http_error_status_keeps_status_and_first_500_chars(
     fake_gateway: tuple[FakeGateway, str], status: int
 ) -> None:
@@ -233,6 +233,23 @@ async def test_server_closing_mid_body_is_a_connection_error() -> None:
     async with RawServer(cut).running() as root, GatewayModelClient(root + "/v1", "m") as client:
         with pytest.raises(GatewayConnectionError, match="before a complete response"):
             await client.call(make_call())
+
+
+async def test_cancelling_a_call_passes_through_and_the_client_stays_usable(
+    fake_gateway: tuple[FakeGateway, str],
+) -> None:
+    gateway, root = fake_gateway
+    async with client_for(root, "slow/1/cancel") as client:
+        task = asyncio.ensure_future(client.call(make_call()))
+        for _ in range(200):  # until the server has the request in hand
+            if gateway.requests_for("slow/1/cancel"):
+                break
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        # The pool survives the cancelled request.
+        assert (await client.call(make_call("x"))).content == "echo:part one, x"
 
 
 async def test_closed_client_refuses_calls(fake_gateway: tuple[FakeGateway, str]) -> None:

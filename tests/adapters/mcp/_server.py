@@ -61,6 +61,14 @@ if MODE != "empty":
         os._exit(1)
 
     @server.tool()
+    async def stall(seconds: float) -> str:
+        """Take this long to answer."""
+        import anyio
+
+        await anyio.sleep(seconds)
+        return "stalled"
+
+    @server.tool()
     def finish(summary: str) -> str:
         """Declare the task done."""
         return "finished: " + summary

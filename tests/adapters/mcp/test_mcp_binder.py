@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from pathlib import Path
 
@@ -23,7 +24,7 @@ from polyloop.tools import Tool, ToolRegistry, ToolSpec
 from polyloop.types import ActionStatus, ReplayPolicy
 from tests.adapters.mcp.conftest import ledger_lines, server_spec
 
-ALL_NAMES = {"echo", "append", "set_flag", "fail", "die", "finish"}
+ALL_NAMES = {"echo", "append", "set_flag", "fail", "die", "stall", "finish"}
 
 
 def tool_action(name: str, **arguments: object) -> Action:
@@ -97,6 +98,28 @@ async def test_a_dead_server_is_an_environment_failure_from_then_on(ledger: Path
         # A later bind on the dead server fails loudly instead of returning stale tools.
         with pytest.raises(McpServerStartError, match="testsrv"):
             await binder.bind("testsrv", allow=["echo"])
+
+
+async def test_a_call_outliving_call_timeout_is_an_environment_failure(ledger: Path) -> None:
+    async with McpToolBinder([server_spec(ledger)], call_timeout=0.5) as binder:
+        toolset = await binder.bind("testsrv", allow=["stall"])
+        outcome = await toolset.executor().execute(tool_action("stall", seconds=30))
+    assert outcome.status is ActionStatus.ENV_ERROR
+    assert "did not answer within 0.5 s" in outcome.observation
+
+
+async def test_cancelling_a_tool_call_passes_through(ledger: Path) -> None:
+    async with McpToolBinder([server_spec(ledger)]) as binder:
+        toolset = await binder.bind("testsrv", allow=["stall", "echo"])
+        executor = toolset.executor()
+        task = asyncio.ensure_future(executor.execute(tool_action("stall", seconds=30)))
+        await asyncio.sleep(0.3)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        # The session survives a cancelled call.
+        outcome = await executor.execute(tool_action("echo", text="after"))
+        assert outcome.observation == "echo:after"
 
 
 async def test_a_closed_binder_stops_its_servers(ledger: Path) -> None:

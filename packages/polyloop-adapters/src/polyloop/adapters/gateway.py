@@ -105,7 +105,7 @@ class GatewayTimeoutError(GatewayError):
 
 
 class GatewayStatusError(GatewayError):
-    """The gateway answered with an HTTP error status (4xx/5xx).
+    """The gateway answered with a status other than 2xx (4xx/5xx; redirects are not followed).
 
     ``body`` holds the first 500 characters of the response body.
     """
@@ -433,7 +433,7 @@ class GatewayModelClient:
 
     def _reply(self, response: httpx.Response, where: str) -> ModelReply:
         text = response.text
-        if response.status_code >= 400 or response.status_code < 200:
+        if not 200 <= response.status_code < 300:
             raise GatewayStatusError(
                 f"Model call to {where} failed with HTTP {response.status_code}: "
                 f"{_excerpt(text)!r}. Nothing was retried.",
