@@ -287,3 +287,28 @@ def test_usage_errors(env: dict[str, str]) -> None:
     assert help_text.code == 0
     for command in ("demo", "runs", "show", "plan", "verify", "export"):
         assert command in help_text.stdout
+
+
+def test_a_jsonl_file_holding_only_a_torn_first_line_is_no_run(
+    jsonl_url: str, env: dict[str, str]
+) -> None:
+    directory = Path(jsonl_url.removeprefix("jsonl://"))
+    (directory / "torn.0000.jsonl").write_bytes(b'{"type": "run_started", "rec')
+    result = polyloop("verify", "--all", "--store", jsonl_url, "--json", env=env)
+    assert result.code == 6  # run-bad only
+    assert [run["run_id"] for run in result.json()["runs"] if not run["ok"]] == ["run-bad"]
+
+
+def test_python_dash_m_is_the_same_command(env: dict[str, str]) -> None:
+    import subprocess
+    import sys
+
+    completed = subprocess.run(
+        [sys.executable, "-m", "polyloop_cli", "runs", "--store", "memory:"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert completed.returncode == 3
+    assert completed.stderr.startswith("polyloop: error: unknown store scheme 'memory'")

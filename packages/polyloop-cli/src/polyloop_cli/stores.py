@@ -272,8 +272,8 @@ def _scan_jsonl_directory(url: StoreUrl) -> Listing:
         except OSError as error:
             unreadable.append(f"{name}: cannot be read ({error.strerror})")
             continue
-        if not first.strip():
-            continue  # an empty file: a run whose first write never completed
+        if not first.endswith(b"\n"):
+            continue  # empty, or one torn line: the run's first write was never acknowledged
         try:
             record = loads_log_record(first.decode("utf-8"))
         except (PolyLoopError, UnicodeDecodeError, ValueError) as error:
