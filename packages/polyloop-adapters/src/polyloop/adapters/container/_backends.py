@@ -41,6 +41,11 @@ SESSION_LABEL = "io.polyloop.session"
 OWNER_LABEL = "io.polyloop.owner"
 
 
+#: Backend configurations that passed ``check`` in this process (a failed launch after that still
+#: reports its own diagnostics).
+_CHECKED: set[tuple[object, ...]] = set()
+
+
 @dataclass(frozen=True, slots=True)
 class Limits:
     """Resource limits of one sandbox.
@@ -122,9 +127,7 @@ async def _run(argv: Sequence[str], limit_seconds: float = 30.0) -> tuple[int, s
     try:
         out, err = await asyncio.wait_for(proc.communicate(), limit_seconds)
     except BaseException:
-        with contextlib.suppress(ProcessLookupError):
-            proc.kill()
-        await proc.wait()
+        await _close_process(proc)
         raise
     assert proc.returncode is not None
     return proc.returncode, out.decode(errors="replace"), err.decode(errors="replace")
@@ -132,8 +135,11 @@ async def _run(argv: Sequence[str], limit_seconds: float = 30.0) -> tuple[int, s
 
 async def _close_process(proc: asyncio.subprocess.Process) -> None:
     """Kill a helper or client process, wait for it, and close its pipes."""
-    with contextlib.suppress(ProcessLookupError):
-        proc.kill()
+    if proc.returncode is None:
+        # os.kill, not proc.kill(): Popen.send_signal polls first, and a poll that reaps the
+        # process behind asyncio's child watcher's back loses its exit status.
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, signal.SIGKILL)
     await proc.wait()
     if proc.stdin is not None:
         proc.stdin.close()
@@ -293,7 +299,6 @@ class BubblewrapBackend:
         #: The mechanism the last launched sandbox used for its limits ("cgroup-v1",
         #: "cgroup-v2" or "rlimit"); empty before the first launch.
         self.limits_mechanism = ""
-        self._checked = False
 
     def parameters(self) -> Mapping[str, str]:
         return {
@@ -303,7 +308,8 @@ class BubblewrapBackend:
         }
 
     async def check(self) -> None:
-        if self._checked:
+        key = ("bubblewrap", shutil.which(self.bwrap), self.rootfs, self.python, os.geteuid())
+        if key in _CHECKED:
             return
         path = shutil.which(self.bwrap)
         if path is None:
@@ -345,7 +351,7 @@ class BubblewrapBackend:
                 "where those exist); inside a container it needs one started with enough "
                 "privileges. Otherwise use DockerBackend."
             )
-        self._checked = True
+        _CHECKED.add(key)
 
     def _prefix(self, uid: int) -> list[str]:
         """Drop from root to the sandbox user before bwrap runs (it then maps that uid)."""
@@ -527,7 +533,6 @@ class DockerBackend:
         self.image = image
         self.python = python
         self.docker = docker
-        self._checked = False
 
     def parameters(self) -> Mapping[str, str]:
         return {"image": self.image, "python": self.python}
@@ -542,9 +547,10 @@ class DockerBackend:
         return path
 
     async def check(self) -> None:
-        if self._checked:
-            return
         docker = self._docker_path()
+        key = ("docker", docker, os.environ.get("DOCKER_HOST"), self.image)
+        if key in _CHECKED:
+            return
         code, out, err = await _run(
             [docker, "version", "--format", "{{.Server.Version}}"], limit_seconds=20.0
         )
@@ -563,7 +569,9 @@ class DockerBackend:
                 "`python -m polyloop.adapters.container build-image`, or pass an image that "
                 "contains Python 3.8+ at the configured python path."
             )
-        self._checked = True
+        # Containers left by processes of this host that died without cleaning up.
+        await remove_orphan_containers(docker)
+        _CHECKED.add(key)
 
     async def launch(self, spec: LaunchSpec) -> Sandbox:
         await self.check()
