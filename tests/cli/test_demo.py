@@ -239,3 +239,13 @@ def test_a_paused_worker_whose_parent_died_exits_without_finishing(tmp_path: Pat
     assert shown.json()["status"] == "unfinished"
     assert shown.json()["steps"] != []
     assert len(shown.json()["steps"]) == 1
+
+
+def test_demo_on_a_file_that_is_not_a_store(tmp_path: Path) -> None:
+    from tests.cli._kit import clean_env
+
+    junk = tmp_path / "junk.sqlite"
+    junk.write_text("not a database " * 200)
+    result = polyloop("demo", "--store", f"sqlite://{junk}", env=clean_env(tmp_path / "home"))
+    assert_one_line_error(result, 7)
+    assert str(junk) in result.stderr

@@ -161,6 +161,7 @@ def demo(
             f"cannot create {ledger_path.parent}: {error.strerror}; pass --ledger or set "
             "POLYLOOP_HOME to a writable place.",
         ) from None
+    asyncio.run(_probe_store(url))
     for scenario in scenarios:
         asyncio.run(_play(output, scenario, url, ledger_path, config))
     elapsed = time.monotonic() - started
@@ -195,6 +196,12 @@ def demo(
             f"run(s) {', '.join(not_staged)} never reached the tool the demo kills in (the "
             "model chose other actions); rerun, or use the scripted model (--scripted).",
         )
+
+
+async def _probe_store(url: StoreUrl) -> None:
+    """Fail here, with the store's own message, rather than inside the worker."""
+    async with open_store(url, create=True) as store:
+        await read_log(store, url, "polyloop-demo-probe")
 
 
 def _scenario_json(scenario: Scenario) -> dict[str, Any]:
@@ -317,6 +324,8 @@ async def _crash(
     output.line(f"  Worker process {process.pid} starts the run:")
     assert process.stdout is not None
     assert process.stderr is not None
+    # Drained all along, so a chatty worker can never block on a full stderr pipe.
+    stderr_task = asyncio.ensure_future(process.stderr.read())
     deadline = time.monotonic() + WORKER_TIMEOUT_SECONDS
     try:
         while True:
@@ -352,10 +361,9 @@ async def _crash(
                 scenario.killed = True
                 break
             if kind == "error":
-                stderr = (await process.stderr.read()).decode(errors="replace")
-                code = (
-                    ExitCode.MODEL_ERROR if "Gateway" in message["kind"] else ExitCode.DEMO_FAILED
-                )
+                await process.wait()
+                stderr = (await stderr_task).decode(errors="replace")
+                code = ExitCode(message.get("code", int(ExitCode.DEMO_FAILED)))
                 raise CliError(
                     code,
                     f"the worker failed: {message['kind']}: {message['message']}"
@@ -376,7 +384,7 @@ async def _crash(
         await process.wait()
         if process.stdin is not None:
             process.stdin.close()
-        await process.stderr.read()
+        await stderr_task
     if scenario.killed:
         output.line(
             f"  Worker exited with signal {-process.returncode if process.returncode else '?'} "

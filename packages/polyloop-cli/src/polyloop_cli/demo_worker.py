@@ -19,6 +19,7 @@ from typing import Any
 
 from polyloop.session import run
 from polyloop_cli.demo_task import ModelConfig, build_agent, emit_line, event_json, model_client
+from polyloop_cli.errors import CliError, ExitCode
 from polyloop_cli.stores import open_store, parse_store_url
 
 #: Exit status of a worker whose parent died while it waited at the crash point.
@@ -66,10 +67,25 @@ def main() -> None:
             {
                 "event": "error",
                 "kind": type(error).__name__,
+                "code": int(_exit_code(error)),
                 "message": " ".join(str(error).split()),
             }
         )
         sys.exit(1)
+
+
+def _exit_code(error: Exception) -> ExitCode:
+    """The CLI's exit code for a failure inside the worker."""
+    from polyloop.adapters.gateway import GatewayError
+    from polyloop.errors import StoreError
+
+    if isinstance(error, CliError):
+        return error.code
+    if isinstance(error, GatewayError):
+        return ExitCode.MODEL_ERROR
+    if isinstance(error, StoreError | OSError):
+        return ExitCode.STORE_UNREADABLE
+    return ExitCode.DEMO_FAILED
 
 
 if __name__ == "__main__":
