@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import inspect
+import pickle
 import typing
 from collections.abc import Mapping
 from typing import Any, Protocol
@@ -291,3 +293,19 @@ def test_parsed_reply_carries_any_of_the_three_decisions() -> None:
     ]
     for decision in decisions:
         assert decision is ParsedReply("text", decision).decision
+
+
+def test_shells_pickle_and_deep_copy_even_with_read_only_mappings() -> None:
+    """A model call and an event carrying read-only mappings (as the loop builds them) can be copied."""
+    from types import MappingProxyType
+
+    from polyloop.ports import EventKind
+
+    call = ModelCall((), 0, "run", "model-0", MappingProxyType({"task": "t-1"}))
+    event = Event(
+        EventKind.RUN_STARTED, "run", 0, injection_entry_ids=MappingProxyType({"skills": ("s1",)})
+    )
+    plain = Event(EventKind.STEP_STARTED, "run", 3)
+    for shell in (call, event, plain, ToolCall("search", {"q": 1}), RunLog()):
+        assert pickle.loads(pickle.dumps(shell)) == shell
+        assert copy.deepcopy(shell) == shell

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import pickle
 import typing
 from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
 
 from polyloop import types
 from polyloop.errors import ConfigurationError, PolyLoopError
@@ -36,6 +39,7 @@ from polyloop.types import (
     SyntheticObservations,
     TextBlock,
 )
+from tests.strategies import log_records
 
 _NO_DEFAULT = object()
 
@@ -598,3 +602,31 @@ def test_configuration_errors_share_the_library_base_class() -> None:
     with pytest.raises(PolyLoopError) as caught:
         _budget(max_steps=-1)
     assert isinstance(caught.value, ValueError)
+
+
+# ---------------------------------------------------------------------------
+# Values can be copied and sent to another process
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("instance", _instances(), ids=lambda obj: type(obj).__name__)
+def test_values_pickle_and_deep_copy_to_equal_values(instance: object) -> None:
+    """Every value and record survives pickling and `copy.deepcopy` (a harness may use processes)."""
+    assert pickle.loads(pickle.dumps(instance)) == instance
+    assert copy.deepcopy(instance) == instance
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(record=log_records)
+def test_log_records_pickle_to_equal_records(record: object) -> None:
+    """Any log record pickles to an equal record of the same type."""
+    copied = pickle.loads(pickle.dumps(record))
+    assert copied == record
+    assert type(copied) is type(record)
+
+
+def test_a_pickled_run_started_keeps_a_read_only_snapshot() -> None:
+    """The copy of a `RunStarted` is as immutable as the original."""
+    copied = pickle.loads(pickle.dumps(RunStarted("run", {"a": "b"})))
+    with pytest.raises(TypeError):
+        copied.parameter_snapshot["a"] = "c"

@@ -69,6 +69,13 @@ class ModelCall:
     #: The project's own keys (``RunRequest.model_binding``), passed through uninterpreted.
     binding: Mapping[str, str]
 
+    def __reduce__(self) -> tuple[type[ModelCall], tuple[object, ...]]:
+        # ``binding`` is usually a read-only view, which cannot be pickled or deep-copied.
+        return (
+            ModelCall,
+            (self.messages, self.call_index, self.run_id, self.result_id, dict(self.binding)),
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class ToolCall:
@@ -161,6 +168,22 @@ class Event:
     step: StepRecord | None = None
     #: ``RUN_FINISHED`` only: the result just written.
     result: RunResult | None = None
+
+    def __reduce__(self) -> tuple[type[Event], tuple[object, ...]]:
+        # ``injection_entry_ids`` is a read-only view, which cannot be pickled or deep-copied;
+        # a sink may hand events to another process.
+        return (
+            Event,
+            (
+                self.kind,
+                self.run_id,
+                self.step_idx,
+                self.resumed,
+                dict(self.injection_entry_ids),
+                self.step,
+                self.result,
+            ),
+        )
 
 
 # ---------------------------------------------------------------------------

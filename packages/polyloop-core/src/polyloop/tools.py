@@ -93,6 +93,19 @@ class ToolSpec:
             )
         object.__setattr__(self, "parameters", MappingProxyType(_copy_schema(self.parameters)))
 
+    def __reduce__(self) -> tuple[type[ToolSpec], tuple[object, ...]]:
+        # The read-only schema view cannot be pickled or deep-copied; rebuild from a plain copy.
+        return (
+            ToolSpec,
+            (
+                self.name,
+                self.description,
+                _copy_schema(self.parameters),
+                self.replay_policy,
+                self.completes_run,
+            ),
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class Tool:

@@ -414,6 +414,10 @@ class RunStarted:
         )
         _require_version("RunStarted", self.schema_version)
 
+    def __reduce__(self) -> tuple[type[RunStarted], tuple[str, dict[str, str], int]]:
+        # The read-only snapshot view cannot be pickled or deep-copied; rebuild from a dict.
+        return (RunStarted, (self.run_id, dict(self.parameter_snapshot), self.schema_version))
+
 
 @dataclass(frozen=True, slots=True)
 class Intent:
