@@ -155,6 +155,21 @@ def test_every_public_module_declares_its_public_names(module_name: str) -> None
     assert [name for name in module.__all__ if not hasattr(module, name)] == []
 
 
+@pytest.mark.parametrize("module_name", PUBLIC_MODULES[1:])
+def test_all_lists_every_public_definition(module_name: str) -> None:
+    """Every public class or function a module (or its private submodules) defines is in `__all__`,
+    so the purity check above cannot miss it."""
+    module = importlib.import_module(module_name)
+    defined = sorted(
+        name
+        for name, obj in vars(module).items()
+        if not name.startswith("_")
+        and (inspect.isclass(obj) or inspect.isfunction(obj))
+        and (obj.__module__ == module_name or obj.__module__.startswith(module_name + "._"))
+    )
+    assert [name for name in defined if name not in module.__all__] == []
+
+
 def test_checker_sees_annotations_of_every_kind() -> None:
     """The checker walks fields, methods, functions, aliases and properties of real modules."""
     from polyloop import session, tools
