@@ -147,9 +147,11 @@ class McpToolFailed(McpError):
 class McpServer:
     """How to start one stdio MCP server. ``name`` is how bindings and errors refer to it.
 
-    ``env`` is merged over a minimal default environment; its values may hold credentials and
-    are never reported (only the variable names are). Put secrets in ``env``, not in ``args``,
-    which are reported in :meth:`McpExecutor.parameters`.
+    ``env`` is merged over the MCP SDK's minimal default environment (``HOME``, ``PATH``,
+    ``USER`` and a few more; the parent's other variables are *not* inherited). Its values may
+    hold credentials and are never reported (only the variable names are). Put secrets in
+    ``env``, not in ``args``, which are reported in :meth:`McpExecutor.parameters`. The
+    server's stderr is captured; its tail is quoted when the server fails to start.
     """
 
     name: str
