@@ -11,7 +11,7 @@ import pytest
 
 from polyloop.errors import ConfigurationError
 from polyloop.ports import Action, Event, ModelCall, ParsedReply, RunLog
-from polyloop.session import AgentDefinition, RunRequest, merge_snapshots
+from polyloop.session import AgentDefinition, RunRequest, merge_snapshots, run_snapshot
 from polyloop.tools import Tool, ToolRegistry, ToolSpec
 from polyloop.types import (
     ActionOutcome,
@@ -288,6 +288,19 @@ def test_request_snapshot_ignores_run_data() -> None:
         injections={"skills": (Injection("skill-2", "Other text."),)},
     )
     assert other.parameter_snapshot() == _request().parameter_snapshot()
+
+
+def test_run_snapshot_is_the_union_of_definition_and_request() -> None:
+    """The snapshot a run records is exactly the definition's and the request's, under all seven prefixes."""
+    definition, request = _definition(), _request(tools=_tools())
+    snapshot = run_snapshot(definition, request)
+    assert dict(snapshot) == {**definition.parameter_snapshot(), **request.parameter_snapshot()}
+    assert len(snapshot) == len(definition.parameter_snapshot()) + len(request.parameter_snapshot())
+    prefixes = {
+        next(p for p in DEFINITION_PREFIXES + REQUEST_PREFIXES if key.startswith(p))
+        for key in snapshot
+    }
+    assert prefixes == set(DEFINITION_PREFIXES + REQUEST_PREFIXES)
 
 
 def test_merge_refuses_a_key_produced_twice() -> None:
