@@ -268,3 +268,14 @@ async def test_user_rootfs_works_for_bubblewrap(tmp_path: Path) -> None:
     listing = json.loads(outcome.observation)
     assert "scratch" in listing
     assert "root" not in listing
+
+
+async def test_an_image_without_the_interpreter_reports_the_sandbox_error() -> None:
+    from polyloop.adapters.container import ensure_docker_image
+
+    await ensure_docker_image()
+    executor = ContainerExecutor(DockerBackend(python="/opt/no-such/python3"))
+    with pytest.raises(BackendUnavailableError, match="exited before its interpreter") as caught:
+        await executor.start()
+    assert "/opt/no-such/python3" in str(caught.value)
+    assert not executor.alive

@@ -440,7 +440,8 @@ class BubblewrapBackend:
             wrapper = [
                 "/bin/sh",
                 "-c",
-                'for f in $POLYLOOP_CGROUP_PROCS; do echo $$ > "$f" || exit 97; done; exec "$@"',
+                'for f in $POLYLOOP_CGROUP_PROCS; do echo $$ > "$f" || '
+                '{ echo "polyloop: cannot join cgroup $f" >&2; exit 97; }; done; exec "$@"',
                 "sh",
             ]
             env["POLYLOOP_CGROUP_PROCS"] = " ".join(cgroup.procs_files)

@@ -90,6 +90,11 @@ class _Session:
         while chunk := await stream.read(65536):
             self.stderr_tail = (self.stderr_tail + chunk)[-4000:]
 
+    async def settle(self, seconds: float = 2.0) -> None:
+        """Give a sandbox that is exiting a moment to finish writing its error output."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(self._stderr_task), seconds)
+
     def diagnostics(self) -> str:
         code = self.sandbox.process.returncode
         text = self.stderr_tail.decode(errors="replace").strip()
@@ -286,6 +291,7 @@ class ContainerExecutor:
                     f"{self.start_timeout_seconds:g} s ({session.diagnostics()})."
                 )
         except (asyncio.IncompleteReadError, ConnectionError, ValueError) as exc:
+            await session.settle()
             await session.kill()
             raise BackendUnavailableError(
                 f"The {self.backend.name} sandbox exited before its interpreter was ready "
@@ -374,6 +380,7 @@ class ContainerExecutor:
                         observation_truncated_chars=0,
                     )
         except (asyncio.IncompleteReadError, ConnectionError, ValueError, ContainerError) as exc:
+            await session.settle()
             diagnostics = session.diagnostics()
             self._dead_reason = f"the interpreter went away during action {action_id}"
             await session.kill()
