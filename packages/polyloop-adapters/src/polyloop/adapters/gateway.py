@@ -192,7 +192,9 @@ class GatewayModelClient:
     :meth:`parameters` (a resume may change them).
 
     Use it as an async context manager, or call :meth:`aclose` when done. The connection pool
-    is created on the first call, so constructing a client does no I/O.
+    is created on the first call, so constructing a client does no I/O. Proxy variables and
+    ``.netrc`` from the environment are ignored, and redirects are not followed: the request
+    goes exactly where ``base_url`` says, with exactly the credentials given here.
     """
 
     def __init__(
