@@ -47,8 +47,9 @@ def parse_log(data: bytes, run_id: str, where: str) -> RunLog:
     last = len(lines) - 1
     for index, line in enumerate(lines):
         try:
-            record = loads_log_record(line)
-        except SerializationError as error:
+            # Text decodes faster than bytes (json skips its encoding detection).
+            record = loads_log_record(line.decode("utf-8"))
+        except (SerializationError, UnicodeDecodeError) as error:
             if index == last:
                 break  # garbage at EOF: a torn write, never acknowledged
             raise CorruptLogError(
@@ -62,8 +63,8 @@ def parse_log(data: bytes, run_id: str, where: str) -> RunLog:
 
 def _decodes(line: bytes) -> bool:
     try:
-        loads_log_record(line)
-    except SerializationError:
+        loads_log_record(line.decode("utf-8"))
+    except (SerializationError, UnicodeDecodeError):
         return False
     return True
 
@@ -94,8 +95,8 @@ def first_run_id(data: bytes, where: str) -> str | None:
     if not lines:
         return None
     try:
-        return loads_log_record(lines[0]).run_id
-    except SerializationError as error:
+        return loads_log_record(lines[0].decode("utf-8")).run_id
+    except (SerializationError, UnicodeDecodeError) as error:
         if len(lines) == 1:
             return None  # the only line is a torn write
         raise CorruptLogError(

@@ -48,6 +48,14 @@ T = TypeVar("T")
 _sync_data: Callable[[int], None] = getattr(os, "fdatasync", os.fsync)
 
 
+def _storable(run_id: str) -> bool:
+    try:
+        run_id.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 class _Kind(Enum):
     STARTED = "RunStarted"
     FINISHED = "RunFinished"
@@ -157,6 +165,8 @@ class JsonlRunStore:
         await self._append(record, _Kind.FINISHED)
 
     async def read_log(self, run_id: str) -> RunLog:
+        if not _storable(run_id):
+            return RunLog()  # such a run_id can never have been written
         path = self.path_for(run_id)
         return await self._submit(self._read, run_id, path)
 
@@ -194,15 +204,8 @@ class JsonlRunStore:
         return await self._workers.run(function, *args)
 
     async def _append(self, record: LogRecord, kind: _Kind) -> None:
-        path = self.path_for(record.run_id)
-        try:
-            line = (dumps_log_record(record) + "\n").encode("utf-8")
-        except UnicodeEncodeError as error:
-            raise StoreError(
-                f"A {type(record).__name__} of run {record.run_id!r} holds text that is not "
-                f"valid Unicode ({error.reason} at {error.start}); nothing was written. Replace "
-                "lone surrogates before they reach the run log."
-            ) from None
+        path = self.path_for(record.run_id)  # refuses a run_id that is not valid Unicode
+        line = (dumps_log_record(record) + "\n").encode("utf-8")
         await self._submit(self._write, record.run_id, path, line, kind)
 
     def _state(self, run_id: str, path: str) -> _RunFile:

@@ -43,6 +43,14 @@ _SELECT = "SELECT seq, body FROM run_records WHERE run_id = ? ORDER BY seq"
 _RUN_IDS = "SELECT run_id FROM run_records GROUP BY run_id ORDER BY MIN(seq)"
 
 
+def _storable(run_id: str) -> bool:
+    try:
+        run_id.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 class SqliteRunStore:
     """Run logs of many runs in the SQLite database at ``path`` (created on first write).
 
@@ -116,6 +124,8 @@ class SqliteRunStore:
         await self._write(record)
 
     async def read_log(self, run_id: str) -> RunLog:
+        if not _storable(run_id):
+            return RunLog()  # such a run_id can never have been written
         return await self._readers.run(self._read, run_id)
 
     async def run_ids(self) -> tuple[str, ...]:
@@ -151,16 +161,12 @@ class SqliteRunStore:
     # -- plumbing --------------------------------------------------------------------------
 
     async def _write(self, record: LogRecord) -> None:
-        body = dumps_log_record(record)
-        try:
-            body.encode("utf-8")
-        except UnicodeEncodeError as error:
+        if not _storable(record.run_id):
             raise StoreError(
-                f"A {type(record).__name__} of run {record.run_id!r} holds text that is not "
-                f"valid Unicode ({error.reason} at {error.start}); nothing was written. Replace "
-                "lone surrogates before they reach the run log."
-            ) from None
-        await self._writer.write(record.run_id, log_record_tag(record), body)
+                f"run_id {record.run_id!r} is not valid Unicode text (it holds a lone surrogate) "
+                "and cannot be stored; use a run_id made of ordinary characters."
+            )
+        await self._writer.write(record.run_id, log_record_tag(record), dumps_log_record(record))
 
     def _open_writer(self) -> sqlite3.Connection:
         parent = os.path.dirname(self._path)
