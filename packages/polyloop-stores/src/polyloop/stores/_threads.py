@@ -79,6 +79,7 @@ class WorkerPool:
         self._queue: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
+        self._idle = 0
         self._closed = False
 
     async def run(self, function: Callable[..., T], *args: object) -> T:
@@ -90,7 +91,9 @@ class WorkerPool:
                 raise StoreError(
                     f"{self._name} is closed; open a new store on the same storage to continue."
                 )
-            if len(self._threads) < self._size:
+            # A new thread only when none is waiting (approximately: a thread about to wait
+            # counts as busy): one sequential caller keeps using one thread.
+            if self._idle == 0 and len(self._threads) < self._size:
                 thread = threading.Thread(
                     target=self._work, name=f"{self._name}-{len(self._threads)}", daemon=True
                 )
@@ -101,7 +104,11 @@ class WorkerPool:
 
     def _work(self) -> None:
         while True:
+            with self._lock:
+                self._idle += 1
             job = self._queue.get()
+            with self._lock:
+                self._idle -= 1
             if job is None:
                 return
             job.run()

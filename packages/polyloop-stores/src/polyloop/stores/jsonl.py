@@ -231,6 +231,8 @@ class JsonlRunStore:
 
     def _evict(self) -> None:
         """Close the least recently used files beyond ``max_open_files``."""
+        if len(self._files) <= self._max_open:
+            return
         with self._lock:
             victims = [
                 (run_id, state)
