@@ -131,7 +131,7 @@ def runs(store: str | None, as_json: bool) -> None:
         output.line(f"No runs in {url}. Run `polyloop demo` to make some.")
     else:
         output.table(
-            ("RUN ID", "STEPS", "STATUS", "RESUME WOULD", "MODEL"),
+            ("RUN ID", "STEPS", "STATUS", "TAIL STATE", "MODEL"),
             [
                 (
                     row["run_id"],
@@ -190,7 +190,7 @@ def show(run_id: str, full: bool, store: str | None, as_json: bool) -> None:
         if log.finished is not None and log.finished.result.final_answer is not None:
             header.append(("final answer", log.finished.result.final_answer))
         if summary["tail"]:
-            header.append(("resume would", f"{summary['tail']} (see `polyloop plan {run_id}`)"))
+            header.append(("tail state", f"{summary['tail']} (see `polyloop plan {run_id}`)"))
         output.fields(header)
         output.line()
         if full:
