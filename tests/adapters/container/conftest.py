@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable
+import socket
+import subprocess
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -124,3 +127,53 @@ async def containers_of(session_id: str) -> list[str]:
     out, err = await proc.communicate()
     assert proc.returncode == 0, err.decode()
     return out.decode().split()
+
+
+def _descendants(root: int) -> list[int]:
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if stat[0] != "Z":
+                parents[int(entry.name)] = int(stat[1])
+    found: list[int] = []
+    frontier = [root]
+    while frontier:
+        parent = frontier.pop()
+        children = [pid for pid, ppid in parents.items() if ppid == parent]
+        found += children
+        frontier += children
+    return found
+
+
+def _is_sandbox(pid: int) -> bool:
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    return b"polyloop-end-" in cmdline or b"bwrap" in cmdline or b"polyloop-" in cmdline
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_sandbox_outlives_the_tests() -> Iterator[None]:
+    """After all container tests: no container owned by this process, no sandbox process."""
+    yield
+    owner = f"io.polyloop.owner={socket.gethostname()}:{os.getpid()}"
+    deadline = time.monotonic() + 15
+    while True:
+        listed = subprocess.run(
+            ["docker", "ps", "--all", "--quiet", "--filter", f"label={owner}"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        left = listed.stdout.split() if listed.returncode == 0 else [listed.stderr]
+        processes = [pid for pid in _descendants(os.getpid()) if _is_sandbox(pid)]
+        if (not left and not processes) or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert left == [], f"containers left behind: {left}"
+    assert processes == [], f"processes left behind: {processes}"
