@@ -9,9 +9,34 @@ from pathlib import Path
 
 import pytest
 
-from polyloop.adapters.container import ContainerExecutor, Limits, SessionDeadError
+from polyloop.adapters.container import (
+    BubblewrapBackend,
+    ContainerExecutor,
+    Limits,
+    SessionDeadError,
+)
 from polyloop.types import ActionStatus
 from tests.adapters.container.conftest import ExecutorFactory, run_code
+
+FORK_LOOP = (
+    "import os, signal, time\n"
+    "children = []\n"
+    "error = None\n"
+    "for _ in range(200):\n"
+    "    try:\n"
+    "        pid = os.fork()\n"
+    "    except OSError as e:\n"
+    "        error = type(e).__name__\n"
+    "        break\n"
+    "    if pid == 0:\n"
+    "        time.sleep(60)\n"
+    "        os._exit(0)\n"
+    "    children.append(pid)\n"
+    "for pid in children:\n"
+    "    os.kill(pid, signal.SIGKILL)\n"
+    "    os.waitpid(pid, 0)\n"
+    "print(len(children), error)\n"
+)
 
 
 @pytest.fixture
@@ -160,27 +185,22 @@ async def test_memory_limit_bounds_the_whole_sandbox(make_executor: ExecutorFact
 
 async def test_process_limit_stops_a_fork_loop(make_executor: ExecutorFactory) -> None:
     executor = await make_executor(limits=Limits(memory_mb=256, max_processes=24))
-    code = (
-        "import os, signal, time\n"
-        "children = []\n"
-        "error = None\n"
-        "for _ in range(200):\n"
-        "    try:\n"
-        "        pid = os.fork()\n"
-        "    except OSError as e:\n"
-        "        error = type(e).__name__\n"
-        "        break\n"
-        "    if pid == 0:\n"
-        "        time.sleep(60)\n"
-        "        os._exit(0)\n"
-        "    children.append(pid)\n"
-        "for pid in children:\n"
-        "    os.kill(pid, signal.SIGKILL)\n"
-        "    os.waitpid(pid, 0)\n"
-        "print(len(children), error)\n"
-    )
-    outcome = await run_code(executor, code)
+    outcome = await run_code(executor, FORK_LOOP)
     count, error = outcome.observation.split()
     assert 0 < int(count) < 24
     assert error == "BlockingIOError"
     assert (await run_code(executor, "print('alive')")).observation == "alive\n"
+
+
+async def test_rlimit_fallback_bounds_memory_and_processes() -> None:
+    """Where no cgroup can be made, bubblewrap's limits come from rlimits (forced here)."""
+    backend = BubblewrapBackend(limits_via="rlimit")
+    executor = ContainerExecutor(backend, limits=Limits(memory_mb=128, max_processes=48))
+    async with executor:
+        assert backend.limits_mechanism == "rlimit"
+        big = await run_code(executor, "huge = b'x' * (512 * 1024 * 1024)\nprint('allocated')")
+        assert big.observation.rstrip().endswith("MemoryError")
+        forks = await run_code(executor, FORK_LOOP)
+    count, error = forks.observation.split()
+    assert int(count) < 48
+    assert error == "BlockingIOError"
