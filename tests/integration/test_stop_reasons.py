@@ -247,3 +247,30 @@ def test_reply_helper_rejects_empty_call_id() -> None:
     """The scripted reply helper keeps the ModelReply rule: call_id is never the empty string."""
     with pytest.raises(ValueError, match="call_id"):
         reply("x", call_id="")
+
+
+async def test_tool_handler_raising_environment_failure_stops_env_error() -> None:
+    """A registry tool whose handler raises EnvironmentFailure ends the run `env_error`; any
+    other handler exception is an executed action with the error as observation."""
+    from polyloop.errors import EnvironmentFailure
+    from polyloop.tools import Tool, ToolRegistry, ToolSpec
+
+    def gone(args: object) -> str:
+        raise EnvironmentFailure("the document service is down")
+
+    def buggy(args: object) -> str:
+        raise KeyError("title")
+
+    tools = ToolRegistry(
+        [
+            Tool(ToolSpec("fetch", "fetch", {"type": "object"}), gone),
+            Tool(ToolSpec("parse", "parse", {"type": "object"}), buggy),
+        ]
+    )
+    definition = make_definition(replies("CALL parse {}", "CALL fetch {}"))
+    result = await run(definition, make_request("r", tools=tools))
+    assert StopReason.ENV_ERROR == result.stop_reason
+    assert ActionStatus.EXECUTED == result.steps[0].action_status
+    assert "KeyError" in result.steps[0].observation
+    assert ActionStatus.ENV_ERROR == result.steps[1].action_status
+    assert SYNTHETIC.env_failed == result.steps[1].observation

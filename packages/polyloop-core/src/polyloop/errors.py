@@ -8,6 +8,7 @@ from __future__ import annotations
 __all__ = [
     "ConfigurationError",
     "CorruptLogError",
+    "EnvironmentFailure",
     "PolyLoopError",
     "RunAlreadyStartedError",
     "RunNotFoundError",
@@ -25,6 +26,14 @@ class PolyLoopError(Exception):
 
 class ConfigurationError(PolyLoopError, ValueError):
     """A definition, request, budget or registry was built from values that cannot work."""
+
+
+class EnvironmentFailure(PolyLoopError):
+    """Raised by a tool handler or executor when the environment itself can no longer serve.
+
+    A tool handler that raises anything else has executed (its error is an observation the
+    model can correct); raising this one makes the step an ``ENV_ERROR`` and stops the run.
+    """
 
 
 class ToolCallRejected(PolyLoopError, ValueError):

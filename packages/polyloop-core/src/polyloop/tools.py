@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final
 
-from polyloop.errors import ConfigurationError, ToolCallRejected
+from polyloop.errors import ConfigurationError, EnvironmentFailure, ToolCallRejected
 from polyloop.ports import Action, ActionExecutor, ToolCall
 from polyloop.types import ActionOutcome, ActionStatus, ReplayPolicy
 
@@ -33,7 +33,8 @@ __all__ = [
 
 #: A tool's implementation: takes the validated arguments, returns the observation text.
 #: It may be a plain function or a coroutine function. If it raises, the action still counts as
-#: executed and the observation says what went wrong (the model can correct itself).
+#: executed and the observation says what went wrong (the model can correct itself) — except
+#: :class:`polyloop.errors.EnvironmentFailure`, which means the environment is gone (ENV_ERROR).
 ToolHandler = Callable[[Mapping[str, object]], "str | Awaitable[str]"]
 
 
@@ -307,6 +308,8 @@ class RegistryExecutor:
             result: object = handler(call.arguments)
             if inspect.isawaitable(result):
                 result = await result
+        except EnvironmentFailure:
+            raise  # the loop records ENV_ERROR and stops
         except Exception as error:  # a failing tool is an observation, not an env failure
             return ActionOutcome(
                 status=ActionStatus.EXECUTED,
