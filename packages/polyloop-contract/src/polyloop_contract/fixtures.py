@@ -1,13 +1,17 @@
 """The fixtures a downstream project overrides in its ``conftest.py``.
 
-These defaults are registered only under ``--polyloop-contract``. Each default of a required
-fixture skips the rules that need it, with a message naming the fixture to provide, and notes
-it for the end-of-run report. Override any of them with a fixture of the same name; fixtures
-may be parametrised to check several implementations in one run.
+These defaults are registered only under ``--polyloop-contract``, and only for the names no
+other plugin (``-p``, ``pytest_plugins``, an installed plugin) already provides: pytest lets
+the plugin registered last win, and the kit's defaults must never shadow the project's
+fixtures. Conftest fixtures always win. Each default of a required fixture skips the rules that
+need it, with a message naming the fixture to provide, and notes it for the end-of-run report.
+Fixtures may be parametrised to check several implementations in one run.
 """
 
 from __future__ import annotations
 
+import sys
+import types
 from collections.abc import Awaitable, Callable
 from typing import NoReturn
 
@@ -116,3 +120,36 @@ def polyloop_action_executor_failing(request: pytest.FixtureRequest) -> ActionEx
 def polyloop_event_sink(request: pytest.FixtureRequest) -> EventSink:
     """The EventSink under test."""
     missing(request, "polyloop_event_sink", "EventSink", "your EventSink")
+
+
+#: Every fixture name the kit reads, each with a default here.
+FIXTURE_NAMES: tuple[str, ...] = (
+    "polyloop_store_factory",
+    "polyloop_store_reopen",
+    "polyloop_store_capabilities",
+    "polyloop_decision_parser",
+    "polyloop_model_client",
+    "polyloop_model_client_failing",
+    "polyloop_action_executor",
+    "polyloop_action",
+    "polyloop_action_executor_failing",
+    "polyloop_event_sink",
+)
+
+
+def defaults_plugin(config: pytest.Config) -> types.ModuleType:
+    """A plugin holding the defaults of the fixtures no registered plugin provides yet."""
+    # Conftest fixtures are scoped to their directory and parsed after this plugin, so they
+    # win anyway; a default must stay for the directories whose conftest lacks the name.
+    plugins = [
+        plugin
+        for name, plugin in config.pluginmanager.list_name_plugin()
+        if plugin is not None and not str(name).endswith("conftest.py")
+    ]
+    provided = {name for name in FIXTURE_NAMES for p in plugins if hasattr(p, name)}
+    this = sys.modules[__name__]
+    plugin = types.ModuleType("polyloop_contract.default_fixtures")
+    for name in FIXTURE_NAMES:
+        if name not in provided:
+            setattr(plugin, name, getattr(this, name))
+    return plugin

@@ -48,7 +48,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
     config.stash[_ATTACHED] = []
     _report.install(config)
-    config.pluginmanager.register(fixtures, "polyloop_contract.fixtures")
+    config.pluginmanager.register(fixtures.defaults_plugin(config), "polyloop_contract.defaults")
 
 
 def _conftest_provides_fixtures(config: pytest.Config, conftest: Path) -> bool:

@@ -1,0 +1,376 @@
+"""Deliberately broken RunStores, each with one realistic defect, and the rule that must catch it.
+
+They all build on :class:`ReferenceStore`, a small correct store whose "disk" (:class:`Disk`)
+outlives the store objects, so reopening is a new object on the same disk. The reference store
+itself must pass the whole suite: that proves every failure below comes from the defect.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from polyloop.errors import RunAlreadyStartedError
+from polyloop.ports import RunLog
+from polyloop.serialization import LogRecord, dumps_log_record, loads_log_record
+from polyloop.types import (
+    Intent,
+    IntentKind,
+    ModelCallResult,
+    RunFinished,
+    RunStarted,
+    StepCompleted,
+)
+
+
+@dataclass
+class Disk:
+    """The storage: encoded records per run_id, in write order. Survives store objects."""
+
+    lines: dict[str, list[str]] = field(default_factory=dict)
+
+
+def _assemble(records: list[LogRecord]) -> RunLog:
+    started: RunStarted | None = None
+    finished: RunFinished | None = None
+    intents: list[Intent] = []
+    results: list[ModelCallResult] = []
+    steps: list[StepCompleted] = []
+    for record in records:
+        if isinstance(record, RunStarted):
+            started = record
+        elif isinstance(record, Intent):
+            intents.append(record)
+        elif isinstance(record, ModelCallResult):
+            results.append(record)
+        elif isinstance(record, StepCompleted):
+            steps.append(record)
+        else:
+            finished = record
+    return RunLog(started, tuple(intents), tuple(results), tuple(steps), finished)
+
+
+class ReferenceStore:
+    """A correct store: every write is encoded onto the disk before it returns."""
+
+    def __init__(self, disk: Disk) -> None:
+        self.disk = disk
+
+    def key(self, run_id: str) -> str:
+        return run_id
+
+    def commit(self, record: LogRecord) -> None:
+        lines = self.disk.lines.setdefault(self.key(record.run_id), [])
+        decoded = [loads_log_record(line) for line in lines]
+        if isinstance(record, RunStarted) and any(isinstance(r, RunStarted) for r in decoded):
+            raise RunAlreadyStartedError(f"run {record.run_id!r} is already started")
+        if isinstance(record, RunFinished) and any(isinstance(r, RunFinished) for r in decoded):
+            raise RunAlreadyStartedError(f"run {record.run_id!r} is already finished")
+        lines.append(dumps_log_record(record))
+
+    async def append(self, record: LogRecord) -> None:
+        await asyncio.sleep(0)  # a real store awaits its I/O here
+        self.commit(record)
+
+    async def write_run_started(self, record: RunStarted) -> None:
+        await self.append(record)
+
+    async def write_intent(self, record: Intent) -> None:
+        await self.append(record)
+
+    async def write_model_call_result(self, record: ModelCallResult) -> None:
+        await self.append(record)
+
+    async def write_step_completed(self, record: StepCompleted) -> None:
+        await self.append(record)
+
+    async def write_run_finished(self, record: RunFinished) -> None:
+        await self.append(record)
+
+    def records(self, run_id: str) -> list[LogRecord]:
+        return [loads_log_record(line) for line in self.disk.lines.get(self.key(run_id), [])]
+
+    async def read_log(self, run_id: str) -> RunLog:
+        await asyncio.sleep(0)
+        return _assemble(self.records(run_id))
+
+    def parameters(self) -> Mapping[str, str]:
+        return {"kind": "reference"}
+
+
+def reopen(store: ReferenceStore) -> ReferenceStore:
+    """A new store object of the same class on the same disk."""
+    return type(store)(store.disk)
+
+
+# ---------------------------------------------------------------------------
+# The broken ones
+# ---------------------------------------------------------------------------
+
+
+class LosesLastWriteOnReopen(ReferenceStore):
+    """Holds the latest write in the object and puts it on disk only when the next one comes."""
+
+    def __init__(self, disk: Disk) -> None:
+        super().__init__(disk)
+        self.held: LogRecord | None = None
+
+    async def append(self, record: LogRecord) -> None:
+        await asyncio.sleep(0)
+        if self.held is not None:
+            self.commit(self.held)
+        if isinstance(record, RunStarted | RunFinished):
+            self.commit(record)  # keeps the refusal rules intact
+            self.held = None
+        else:
+            self.held = record
+
+    def records(self, run_id: str) -> list[LogRecord]:
+        on_disk = super().records(run_id)
+        if self.held is not None and self.held.run_id == run_id:
+            on_disk.append(self.held)
+        return on_disk
+
+
+class LeaksBetweenRuns(ReferenceStore):
+    """Batches model results in one buffer and flushes the whole batch into the writer's run."""
+
+    def __init__(self, disk: Disk) -> None:
+        super().__init__(disk)
+        self.batch: list[ModelCallResult] = []
+
+    async def write_model_call_result(self, record: ModelCallResult) -> None:
+        self.batch.append(record)
+        await asyncio.sleep(0)
+        batch, self.batch = self.batch, []
+        for pending in batch:
+            # The defect: every batched record is filed under the run that flushes.
+            lines = self.disk.lines.setdefault(record.run_id, [])
+            lines.append(dumps_log_record(pending))
+
+
+class RaisesOnUnknownRun(ReferenceStore):
+    """Treats reading a run it has never seen as an error."""
+
+    async def read_log(self, run_id: str) -> RunLog:
+        if run_id not in self.disk.lines:
+            raise KeyError(f"no such run: {run_id!r}")
+        return await super().read_log(run_id)
+
+
+class HalfWrittenStep(ReferenceStore):
+    """Writes the step record first and the action result in a second, separate update."""
+
+    async def write_step_completed(self, record: StepCompleted) -> None:
+        lines = self.disk.lines.setdefault(record.run_id, [])
+        lines.append(dumps_log_record(StepCompleted(record.run_id, None, None, record.step)))
+        await asyncio.sleep(0.001)  # the second statement's I/O
+        lines[-1] = dumps_log_record(record)
+
+
+class ReordersIntents(ReferenceStore):
+    """Returns intents grouped by kind: all model-call intents before any action intent."""
+
+    async def read_log(self, run_id: str) -> RunLog:
+        log = await super().read_log(run_id)
+        ordered = sorted(
+            log.intents, key=lambda i: (i.kind is not IntentKind.MODEL_CALL, i.call_index)
+        )
+        return RunLog(log.started, tuple(ordered), log.model_results, log.steps, log.finished)
+
+
+class MutatesReturnedRecords(ReferenceStore):
+    """Keeps the very objects it was given, hands them out, and later stamps the RunStarted."""
+
+    def __init__(self, disk: Disk) -> None:
+        super().__init__(disk)
+        self.kept: dict[str, list[LogRecord]] = {}
+
+    def commit(self, record: LogRecord) -> None:
+        super().commit(record)
+        self.kept.setdefault(record.run_id, []).append(record)
+        if isinstance(record, RunFinished):
+            for earlier in self.kept[record.run_id]:
+                if isinstance(earlier, RunStarted):
+                    stamped = {**earlier.parameter_snapshot, "store.finished": "yes"}
+                    object.__setattr__(earlier, "parameter_snapshot", MappingProxyType(stamped))
+
+    def records(self, run_id: str) -> list[LogRecord]:
+        return list(self.kept.get(run_id, []))
+
+
+class HiddenCurrentRun(ReferenceStore):
+    """Files every record after a RunStarted under the run started last."""
+
+    def __init__(self, disk: Disk) -> None:
+        super().__init__(disk)
+        self.current: str | None = None
+
+    def commit(self, record: LogRecord) -> None:
+        if isinstance(record, RunStarted):
+            self.current = record.run_id
+            super().commit(record)
+            return
+        target = self.current if self.current is not None else record.run_id
+        self.disk.lines.setdefault(target, []).append(dumps_log_record(record))
+
+
+class IoInParameters(ReferenceStore):
+    """Reads its version from a file every time parameters() is called."""
+
+    def parameters(self) -> Mapping[str, str]:
+        with open(__file__, encoding="utf-8") as source:
+            version = str(len(source.readline()))
+        return {"kind": "io-in-parameters", "version": version}
+
+
+class NewerRunUnderOldId(ReferenceStore):
+    """Keys runs by the case-folded run_id and lets a new RunStarted replace a different run."""
+
+    def key(self, run_id: str) -> str:
+        return run_id.casefold()
+
+    def commit(self, record: LogRecord) -> None:
+        if isinstance(record, RunStarted):
+            lines = self.disk.lines.get(self.key(record.run_id), [])
+            if lines and loads_log_record(lines[0]).run_id != record.run_id:
+                self.disk.lines[self.key(record.run_id)] = []  # "a stale run": start over
+        super().commit(record)
+
+
+class DropsModelFailure(ReferenceStore):
+    """Keeps only a generic text for a failed model call instead of the recorded failure."""
+
+    def commit(self, record: LogRecord) -> None:
+        if isinstance(record, ModelCallResult) and record.failure is not None:
+            record = ModelCallResult(record.run_id, record.result_id, None, "model call failed")
+        super().commit(record)
+
+
+class OverwritesSecondStart(ReferenceStore):
+    """Lets a second RunStarted replace the first."""
+
+    def commit(self, record: LogRecord) -> None:
+        if isinstance(record, RunStarted):
+            lines = self.disk.lines.setdefault(record.run_id, [])
+            kept = [line for line in lines if not isinstance(loads_log_record(line), RunStarted)]
+            lines[:] = [dumps_log_record(record), *kept]
+            return
+        super().commit(record)
+
+
+class OverwritesSecondFinish(ReferenceStore):
+    """Lets a second RunFinished replace the first."""
+
+    def commit(self, record: LogRecord) -> None:
+        if isinstance(record, RunFinished):
+            lines = self.disk.lines.setdefault(record.run_id, [])
+            lines[:] = [
+                line for line in lines if not isinstance(loads_log_record(line), RunFinished)
+            ]
+            lines.append(dumps_log_record(record))
+            return
+        super().commit(record)
+
+
+class RacyStart(ReferenceStore):
+    """Checks for an existing RunStarted, awaits, then writes without checking again."""
+
+    async def write_run_started(self, record: RunStarted) -> None:
+        if any(isinstance(r, RunStarted) for r in self.records(record.run_id)):
+            raise RunAlreadyStartedError(f"run {record.run_id!r} is already started")
+        await asyncio.sleep(0)
+        lines = self.disk.lines.setdefault(record.run_id, [])
+        lines.insert(0, dumps_log_record(record))
+
+
+class NonStringParameters(ReferenceStore):
+    """Reports a number as a number in parameters()."""
+
+    def parameters(self) -> Mapping[str, str]:
+        return {"kind": "non-string", "max_open_files": 256}  # type: ignore[dict-item]
+
+
+#: Every store the kit is run against: the correct reference and the broken ones.
+STORES: Mapping[str, type[ReferenceStore]] = {
+    "reference": ReferenceStore,
+    "loses_last_write_on_reopen": LosesLastWriteOnReopen,
+    "leaks_between_runs": LeaksBetweenRuns,
+    "raises_on_unknown_run": RaisesOnUnknownRun,
+    "half_written_step": HalfWrittenStep,
+    "reorders_intents": ReordersIntents,
+    "mutates_returned_records": MutatesReturnedRecords,
+    "hidden_current_run": HiddenCurrentRun,
+    "io_in_parameters": IoInParameters,
+    "newer_run_under_old_id": NewerRunUnderOldId,
+    "drops_model_failure": DropsModelFailure,
+    "overwrites_second_start": OverwritesSecondStart,
+    "overwrites_second_finish": OverwritesSecondFinish,
+    "racy_start": RacyStart,
+    "non_string_parameters": NonStringParameters,
+}
+
+
+@dataclass(frozen=True)
+class Expected:
+    """The suite test that must fail for a broken store, and the rule its message must name."""
+
+    test: str
+    rule: str
+
+
+#: Broken stores the stateful test (random interleavings against a model) must also catch.
+CAUGHT_BY_STATEFUL: tuple[str, ...] = (
+    "hidden_current_run",
+    "loses_last_write_on_reopen",
+    "mutates_returned_records",
+    "overwrites_second_finish",
+)
+
+#: For each broken store: the rule that catches it.
+CAUGHT_BY: Mapping[str, Expected] = {
+    "loses_last_write_on_reopen": Expected(
+        "run_store::test_prefix_durability_across_reopen", "prefix durability"
+    ),
+    "leaks_between_runs": Expected(
+        "run_store::test_runs_isolated_under_concurrency", "runs isolated"
+    ),
+    "raises_on_unknown_run": Expected(
+        "run_store::test_unknown_run_reads_as_empty_log", "unknown run reads as empty"
+    ),
+    "half_written_step": Expected(
+        "run_store::test_step_completed_atomic_for_readers", "write_step_completed is atomic"
+    ),
+    "reorders_intents": Expected("run_store::test_write_order_kept", "write order kept"),
+    "mutates_returned_records": Expected(
+        "run_store::test_records_never_alias", "records never alias"
+    ),
+    "hidden_current_run": Expected(
+        "run_store::test_no_hidden_current_run", "no hidden current run"
+    ),
+    "io_in_parameters": Expected(
+        "run_store::test_parameters_do_no_io_and_are_cheap", "parameters() does no I/O"
+    ),
+    "newer_run_under_old_id": Expected(
+        "run_store::test_lookalike_run_ids_never_collide", "distinct run_ids never collide"
+    ),
+    "drops_model_failure": Expected(
+        "run_store::test_records_round_trip_exactly[model_result_failure]",
+        "records round-trip exactly",
+    ),
+    "overwrites_second_start": Expected(
+        "run_store::test_second_run_started_refused", "second RunStarted refused"
+    ),
+    "overwrites_second_finish": Expected(
+        "run_store::test_second_run_finished_refused", "second RunFinished refused"
+    ),
+    "racy_start": Expected(
+        "run_store::test_racing_starts_have_one_winner", "racing starts have one winner"
+    ),
+    "non_string_parameters": Expected(
+        "run_store::test_parameters_are_synchronous_and_str_valued",
+        "parameters() is synchronous and str-valued",
+    ),
+}

@@ -1,0 +1,75 @@
+"""PolyLoop's own stores and seams pass the kit, run from contract-suite/ as CI runs it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.contract_kit._runner import REPO, Result, run_contract
+
+
+@pytest.fixture(scope="module")
+def suite_run(tmp_path_factory: pytest.TempPathFactory) -> Result:
+    report = tmp_path_factory.mktemp("contract-suite") / "junit.xml"
+    return run_contract(REPO, "contract-suite", "--polyloop-contract", report=report)
+
+
+def _store_tests(run: Result, store: str) -> dict[str, str]:
+    return {
+        key: outcome.outcome
+        for key, outcome in run.tests.items()
+        if key.startswith("run_store") and f"[{store}" in key
+    }
+
+
+def test_contract_suite_is_green(suite_run: Result) -> None:
+    """Nothing fails, and the only skips are the durability rules the memory store declares off."""
+    assert 0 == suite_run.returncode, suite_run.output[-4000:]
+    assert {} == {k: v.message[:300] for k, v in suite_run.failed().items()}
+    skipped = {k for k, v in suite_run.tests.items() if v.outcome == "skipped"}
+    assert skipped == {
+        "run_store::test_prefix_durability_across_reopen[memory]",
+        "run_store::test_appends_continue_after_reopen[memory]",
+    }
+
+
+@pytest.mark.parametrize("store", ["memory", "jsonl", "sqlite"])
+def test_each_store_passes_every_store_rule(suite_run: Result, store: str) -> None:
+    """Every RunStore rule ran for this store (stateful included) and passed."""
+    outcomes = _store_tests(suite_run, store)
+    assert "passed" == outcomes.get(
+        f"run_store_stateful::test_store_matches_a_model_of_the_log[{store}]"
+    )
+    assert len(outcomes) >= 24
+    durable = {
+        f"run_store::test_prefix_durability_across_reopen[{store}]",
+        f"run_store::test_appends_continue_after_reopen[{store}]",
+    }
+    expected_other = "skipped" if store == "memory" else "passed"
+    assert {k: expected_other for k in durable} == {k: outcomes[k] for k in durable}
+    assert {} == {k: v for k, v in outcomes.items() if k not in durable and v != "passed"}
+
+
+def test_every_seam_suite_ran(suite_run: Result) -> None:
+    """The parser, model client, executor (scripted and registry) and sink suites all passed."""
+    for suite in ("decision_parser", "model_client", "action_executor", "event_sink"):
+        ran = [v.outcome for k, v in suite_run.tests.items() if k.startswith(f"{suite}::")]
+        assert len(ran) >= 5, suite
+        assert {"passed"} == set(ran), suite
+
+
+def test_capability_report_names_the_memory_store(suite_run: Result) -> None:
+    """The end-of-run report says which capability was declared off, and why."""
+    assert "polyloop-contract report" in suite_run.output
+    assert (
+        "DECLARED OFF RunStore capability 'reopen' declared off (for [memory]): "
+        "MemoryRunStore keeps its logs in the object" in suite_run.output
+    )
+
+
+def test_run_script_uses_the_installed_plugin() -> None:
+    """contract-suite/run.sh runs pytest with the flag and relies on the entry point (no -p)."""
+    script = (Path(REPO) / "contract-suite" / "run.sh").read_text()
+    assert "pytest contract-suite --polyloop-contract" in script
+    assert "-p polyloop_contract" not in script
