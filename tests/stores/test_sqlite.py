@@ -123,40 +123,6 @@ async def test_concurrent_runs_share_commits(tmp_path: object) -> None:
             assert await store.read_log(run_id) == expected_log(run_id, 5)
 
 
-async def test_the_event_loop_keeps_running_during_a_burst_of_writes(tmp_path: object) -> None:
-    """A ticker that yields with sleep(0) is always ready: if a write blocked the loop (did
-    its I/O on it), the ticker could not run while that write was in flight."""
-    ticks = 0
-
-    async def ticker() -> None:
-        nonlocal ticks
-        while True:
-            ticks += 1
-            await asyncio.sleep(0)
-
-    path = os.path.join(str(tmp_path), "tick.db")
-    async with SqliteRunStore(path) as store:
-        task = asyncio.create_task(ticker())
-        await asyncio.sleep(0)
-        seen: list[int] = []
-        try:
-            await store.write_run_started(started("t"))
-            for k in range(200):
-                before = ticks
-                await store.write_intent(intent("t", IntentKind.MODEL_CALL, k))
-                seen.append(ticks - before)
-            before = ticks
-            await asyncio.gather(
-                *(write_run(store, f"burst-{i}", 3) for i in range(20)), return_exceptions=False
-            )
-            seen.append(ticks - before)
-        finally:
-            task.cancel()
-            with pytest.raises(asyncio.CancelledError):
-                await task
-    assert min(seen) >= 1
-
-
 async def test_read_of_a_missing_file_creates_no_file(tmp_path: object) -> None:
     path = os.path.join(str(tmp_path), "absent.db")
     store = SqliteRunStore(path)
