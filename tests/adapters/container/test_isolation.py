@@ -116,6 +116,18 @@ async def test_unprivileged_user_without_capabilities(executor: ContainerExecuto
     assert lines[2] == "1"
 
 
+async def test_no_nested_namespaces(executor: ContainerExecutor) -> None:
+    """The code cannot make a user namespace of its own (bwrap --disable-userns; docker's
+    seccomp profile), nor mount anything."""
+    code = (
+        "import ctypes\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "print(libc.unshare(0x10000000), libc.unshare(0x00020000))\n"
+    )
+    outcome = await run_code(executor, code)
+    assert outcome.observation == "-1 -1\n", outcome.observation
+
+
 async def test_host_secrets_are_not_visible(executor: ContainerExecutor) -> None:
     os.environ["POLYLOOP_TEST_SECRET"] = "hunter2-secret"
     try:

@@ -44,6 +44,8 @@ OWNER_LABEL = "io.polyloop.owner"
 #: Backend configurations that passed ``check`` in this process (a failed launch after that still
 #: reports its own diagnostics).
 _CHECKED: set[tuple[object, ...]] = set()
+#: Per bwrap binary: does it support ``--disable-userns``?
+_BWRAP_FEATURES: dict[str, bool] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,6 +314,9 @@ class BubblewrapBackend:
         if key in _CHECKED:
             return
         path = shutil.which(self.bwrap)
+        if path is not None and path not in _BWRAP_FEATURES:
+            _, out, err = await _run([path, "--help"], limit_seconds=20.0)
+            _BWRAP_FEATURES[path] = "--disable-userns" in out + err
         if path is None:
             raise BackendUnavailableError(
                 f"bubblewrap is not installed: no {self.bwrap!r} on PATH. Install it "
@@ -366,8 +371,12 @@ class BubblewrapBackend:
         return [setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
 
     def _bwrap_args(self, limits: Limits, workdir: str) -> list[str]:
-        args = [
-            "--unshare-all",
+        args = ["--unshare-all"]
+        if _BWRAP_FEATURES.get(shutil.which(self.bwrap) or "", False):
+            # No nested user namespaces: the code cannot get a fresh set of capabilities
+            # inside a namespace of its own (bwrap >= 0.8).
+            args += ["--unshare-user", "--disable-userns"]
+        args += [
             "--die-with-parent",
             "--new-session",
             "--hostname",
