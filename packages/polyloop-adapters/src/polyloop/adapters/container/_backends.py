@@ -376,6 +376,11 @@ class BubblewrapBackend:
             # No nested user namespaces: the code cannot get a fresh set of capabilities
             # inside a namespace of its own (bwrap >= 0.8).
             args += ["--unshare-user", "--disable-userns"]
+        if os.geteuid() != 0:
+            # Not root: bwrap runs as this user; inside, the code is limits.uid all the same.
+            if "--unshare-user" not in args:
+                args.append("--unshare-user")
+            args += ["--uid", str(limits.uid), "--gid", str(limits.uid)]
         args += [
             "--die-with-parent",
             "--new-session",
