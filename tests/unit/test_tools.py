@@ -543,6 +543,20 @@ def test_canonical_arguments_keeps_non_ascii() -> None:
     assert canonical_arguments({"q": "naïve 東京"}) == '{"q":"naïve 東京"}'
 
 
+def test_canonical_arguments_writes_read_only_mappings_as_objects() -> None:
+    """Arguments held in a read-only mapping (any `Mapping`) give the same JSON as a dict."""
+    from types import MappingProxyType
+
+    arguments = MappingProxyType({"b": MappingProxyType({"d": (1, 2), "c": None}), "a": "x"})
+    assert canonical_arguments(arguments) == '{"a":"x","b":{"c":null,"d":[1,2]}}'
+
+
+def test_canonical_arguments_never_raises_on_odd_keys_or_values() -> None:
+    """Non-string keys and values JSON cannot encode are still recorded, not an exception."""
+    text = canonical_arguments({1: "one", "b": {2, 3} - {3}, "a": b"x"})  # type: ignore[dict-item]
+    assert text == '{"1":"one","a":"b\'x\'","b":"{2}"}'
+
+
 def test_canonical_arguments_is_independent_of_insertion_order() -> None:
     """Equal argument mappings built in different orders give the same text."""
     assert canonical_arguments({"x": 1, "y": 2}) == canonical_arguments({"y": 2, "x": 1})

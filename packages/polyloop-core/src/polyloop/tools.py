@@ -41,11 +41,12 @@ ToolHandler = Callable[[Mapping[str, object]], "str | Awaitable[str]"]
 def canonical_arguments(arguments: Mapping[str, object]) -> str:
     """The canonical JSON of tool arguments: sorted keys, no spaces, UTF-8 text kept as is.
 
+    Every mapping (a read-only one too) is written as a JSON object, with its keys as strings.
     Values JSON cannot encode are written as their ``repr`` so that a rejected call can still
     be recorded.
     """
     return json.dumps(
-        arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr
+        _plain(arguments), sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr
     )
 
 
