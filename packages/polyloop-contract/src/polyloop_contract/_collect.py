@@ -9,7 +9,9 @@ site-packages on ``sys.path``. Their test functions are collected whatever the p
 
 from __future__ import annotations
 
+import asyncio
 import importlib
+import traceback
 from collections.abc import Iterable
 from pathlib import Path
 from types import ModuleType
@@ -43,6 +45,13 @@ class SuiteModule(pytest.Module):
 class ContractKit(pytest.Collector):
     """All suites, attached where the implementation's fixtures are visible."""
 
+    @classmethod
+    def attach(cls, parent: pytest.Session | pytest.Collector) -> ContractKit:
+        """The kit under ``parent``; at the top of the tree its id is plain ``polyloop-contract``."""
+        base = parent.nodeid
+        nodeid = "polyloop-contract" if base in ("", ".") else f"{base}::polyloop-contract"
+        return cls.from_parent(parent, name="polyloop-contract", nodeid=nodeid)
+
     def collect(self) -> Iterable[pytest.Item | pytest.Collector]:
         for name in SUITES:
             module = importlib.import_module(f"polyloop_contract.suites.{name}")
@@ -50,3 +59,38 @@ class ContractKit(pytest.Collector):
             yield SuiteModule.from_parent(
                 self, path=path, name=name, nodeid=f"{self.nodeid}::{name}"
             )
+
+
+_HIDDEN_DIRECTORIES = (
+    str(Path(__file__).parent),
+    str(Path(asyncio.__file__).parent),
+)
+
+
+def _format_outside_kit(error: BaseException) -> str:
+    """The traceback of ``error`` without the frames of the kit and of asyncio."""
+    summary = traceback.TracebackException.from_exception(error)
+    frames = [f for f in summary.stack if not f.filename.startswith(_HIDDEN_DIRECTORIES)]
+    summary.stack = traceback.StackSummary.from_list(frames)
+    return "".join(summary.format()).rstrip()
+
+
+def short_failure(item: pytest.Item, error: BaseException) -> str | None:
+    """The report of a kit rule that failed: the rule's message, not the kit's traceback.
+
+    Hypothesis notes (the falsifying example) are kept, and so is the traceback of an exception
+    raised by the implementation under test, which is the code the reader has to fix.
+    """
+    from polyloop_contract._checks import ContractViolation
+
+    if not isinstance(error, ContractViolation) or not isinstance(item.parent, SuiteModule):
+        return None
+    parts = [str(error)]
+    parts += [str(note) for note in getattr(error, "__notes__", ())]
+    cause = error.__cause__
+    if cause is not None:
+        parts.append("raised by the implementation under test:")
+        parts.append(_format_outside_kit(cause))
+    module = item.parent.name
+    parts.append(f"(rule checked by polyloop_contract.suites.{module}.{item.name.split('[')[0]})")
+    return "\n".join(parts)

@@ -14,6 +14,7 @@ the collection tree:
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -66,7 +67,7 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
         return None
     from polyloop_contract._collect import ContractKit
 
-    kit = ContractKit.from_parent(parent, name="polyloop-contract")
+    kit = ContractKit.attach(parent)
     config.stash[_ATTACHED].append(kit)
     return kit
 
@@ -79,9 +80,23 @@ def pytest_collection_modifyitems(
         return
     from polyloop_contract._collect import ContractKit
 
-    kit = ContractKit.from_parent(session, name="polyloop-contract")
+    kit = ContractKit.attach(session)
     config.stash[_ATTACHED].append(kit)
     items.extend(session.genitems(kit))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    if _enabled(item.config) and report.failed and call.excinfo is not None:
+        from polyloop_contract._collect import short_failure
+
+        text = short_failure(item, call.excinfo.value)
+        if text is not None:
+            report.longrepr = text
+    return report
 
 
 def pytest_terminal_summary(
@@ -94,8 +109,6 @@ def pytest_terminal_summary(
     notes = _report.lines(config)
     terminalreporter.section("polyloop-contract report")
     if not notes:
-        terminalreporter.write_line(
-            "every suite ran with its fixtures; no capability was declared off"
-        )
+        terminalreporter.write_line("no fixture was missing and no capability was declared off")
     for line in notes:
         terminalreporter.write_line(line)
