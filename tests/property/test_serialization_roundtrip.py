@@ -185,10 +185,10 @@ def test_log_record_round_trip(record: Any) -> None:
 @relaxed
 @given(record=log_records)
 def test_log_record_is_one_line_tagged_with_its_kind(record: Any) -> None:
-    """A log line holds no newline byte and is `{"type": <tag>, "record": <record>}`."""
+    """A log line holds no line break of any kind and is `{"type": <tag>, "record": <record>}`."""
     line = dumps_log_record(record)
-    assert "\n" not in line
-    assert "\r" not in line
+    assert line.splitlines() == [line]
+    assert line.encode("utf-8").count(b"\n") == 0
     payload = json.loads(line)
     assert payload == {"type": log_record_tag(record), "record": to_dict(record)}
     assert LOG_RECORD_TYPES[payload["type"]] is type(record)
@@ -251,7 +251,9 @@ def test_texts_survive_exactly(text: str) -> None:
     step = _step(raw_output=text, observation=text, parse_error=text, call_id=text or None)
     assert loads(StepRecord, dumps(step)) == step
     completed = StepCompleted("r", None, None, step)
-    assert loads_log_record(dumps_log_record(completed)) == completed
+    line = dumps_log_record(completed)
+    assert loads_log_record(line) == completed
+    assert len(line.splitlines()) == 1
 
 
 def _no_surrogate_pair(text: str) -> bool:

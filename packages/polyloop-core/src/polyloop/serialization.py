@@ -206,23 +206,26 @@ def to_dict(value: Encodable) -> dict[str, Any]:
     return encoder(value)
 
 
-#: A lone surrogate: a Python string may hold one (e.g. a model reply cut inside an emoji and
-#: decoded from JSON), but UTF-8 cannot encode it.
-_SURROGATE = re.compile("[\ud800-\udfff]")
+#: Characters kept out of the JSON text as ``\uXXXX`` escapes: lone surrogates (a Python string
+#: may hold one, e.g. a model reply cut inside an emoji, but UTF-8 cannot encode it) and the
+#: line separators other than ``\n``/``\r`` that ``str.splitlines`` breaks on (U+0085,
+#: U+2028, U+2029; JSON already escapes the control characters).
+_ESCAPED = re.compile("[\ud800-\udfff\x85\u2028\u2029]")
 
 
 def _json_text(payload: object) -> str:
-    """Compact JSON with non-ASCII kept as characters, except lone surrogates, which are escaped.
+    """Compact JSON with non-ASCII kept as characters, except those in ``_ESCAPED``.
 
-    Escaping them keeps the text encodable as UTF-8 (a store can write it) and decodes back to
-    the same string. A surrogate can only occur inside a JSON string, so the escape is always
-    valid there. (A high surrogate directly followed by a low one reads back as the single
-    character the pair encodes: JSON cannot tell the two apart.)
+    Escaping them keeps the text encodable as UTF-8 (a store can write it) and one line for any
+    line splitter, and it decodes back to the same string. These characters can only occur
+    inside a JSON string, so the escape is always valid there. (A high surrogate directly
+    followed by a low one reads back as the single character the pair encodes: JSON cannot
+    tell the two apart.)
     """
     text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
-    if _SURROGATE.search(text) is None:
+    if _ESCAPED.search(text) is None:
         return text
-    return _SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
+    return _ESCAPED.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
 
 
 def dumps(value: Encodable) -> str:
@@ -242,7 +245,10 @@ def log_record_tag(record: LogRecord) -> str:
 
 
 def dumps_log_record(record: LogRecord) -> str:
-    """One line of JSON: ``{"type": <tag>, "record": <record>}``. Contains no newline."""
+    """One line of JSON: ``{"type": <tag>, "record": <record>}``.
+
+    It holds no line break of any kind (not even one ``str.splitlines`` would split on).
+    """
     return _json_text({"type": log_record_tag(record), "record": to_dict(record)})
 
 
