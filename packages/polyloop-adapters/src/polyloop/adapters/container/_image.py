@@ -20,7 +20,11 @@ from pathlib import Path
 from polyloop.adapters.container._backends import DEFAULT_DOCKER_IMAGE
 from polyloop.adapters.container._errors import BackendUnavailableError, ImageBuildError
 
-__all__ = ["build_rootfs", "ensure_docker_image"]
+__all__ = ["IMAGE_FORMAT", "build_rootfs", "ensure_docker_image"]
+
+#: Label value of images built by this version of ``ensure_docker_image``; an image with another
+#: value under the same tag (built by an older version) is rebuilt.
+IMAGE_FORMAT = "python-rootfs-2"
 
 _SKIP_DIRS = {
     "test",
@@ -163,8 +167,8 @@ async def ensure_docker_image(
             f"The Docker client {docker!r} is not on PATH (Debian: `apt-get install docker.io`)."
         )
     if not rebuild:
-        image_id = await _image_id(path, tag)
-        if image_id:
+        image_id, image_format = await _image_id(path, tag)
+        if image_id and image_format in (IMAGE_FORMAT, None):
             return image_id
     with tempfile.TemporaryDirectory(prefix="polyloop-rootfs-") as scratch:
         root = await asyncio.to_thread(build_rootfs, Path(scratch) / "root", source_python)
@@ -173,7 +177,7 @@ async def ensure_docker_image(
             path,
             "import",
             "--change",
-            "LABEL io.polyloop.image=python-rootfs",
+            f"LABEL io.polyloop.image={IMAGE_FORMAT}",
             "-",
             tag,
             stdin=asyncio.subprocess.PIPE,
@@ -197,17 +201,23 @@ def _tar_bytes(root: Path) -> bytes:
     return buffer.getvalue()
 
 
-async def _image_id(docker: str, tag: str) -> str:
+async def _image_id(docker: str, tag: str) -> tuple[str, str | None]:
+    """The image's id and its ``io.polyloop.image`` label (``None``: not built by us)."""
     proc = await asyncio.create_subprocess_exec(
         docker,
         "image",
         "inspect",
         "--format",
-        "{{.Id}}",
+        '{{.Id}} {{index .Config.Labels "io.polyloop.image"}}',
         tag,
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
     out, _ = await proc.communicate()
-    return out.decode().strip() if proc.returncode == 0 else ""
+    if proc.returncode != 0:
+        return "", None
+    image_id, _, label = out.decode().strip().partition(" ")
+    if label.startswith("python-rootfs"):
+        return image_id, label
+    return image_id, None
