@@ -111,3 +111,30 @@ async def test_grace_bound_holds_when_the_store_hangs() -> None:
     # Correctness bound, not a speed target: it must give up (grace 0.2 s), not hang forever.
     assert 0.15 <= waited < 5.0
     assert (await store.read_log("r")).finished is None
+
+
+async def test_cancel_while_announcing_the_end_keeps_the_recorded_result() -> None:
+    """Cancellation during the run-finished event does not try to finish the run a second time."""
+    from polyloop.ports import Event, EventKind
+
+    entered = asyncio.Event()
+
+    class SlowFinishSink:
+        async def emit(self, event: Event) -> None:
+            if event.kind is EventKind.RUN_FINISHED:
+                entered.set()
+                await asyncio.Event().wait()
+
+        def parameters(self) -> Mapping[str, str]:
+            return {"kind": "slow-finish"}
+
+    store = RecordingStore(MemoryRunStore())
+    definition = make_definition(replies("FINAL: x"), store, sink=SlowFinishSink())
+    task = asyncio.create_task(run(definition, make_request("r"), event_timeout_seconds=30))
+    await asyncio.wait_for(entered.wait(), 5)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    finishes = [r for name, r in store.writes if name == "write_run_finished"]
+    assert 1 == len(finishes)
+    assert StopReason.AGENT_FINISHED == finishes[0].result.stop_reason  # type: ignore[attr-defined]

@@ -111,7 +111,7 @@ class LineDecisionParser:
             name, _, raw = stripped[len("CALL ") :].strip().partition(" ")
             try:
                 arguments = json.loads(raw) if raw.strip() else {}
-            except ValueError as error:
+            except (ValueError, RecursionError) as error:
                 return ParsedReply(
                     text, InvalidDecision(f"Arguments of {name!r} are not valid JSON ({error}).")
                 )

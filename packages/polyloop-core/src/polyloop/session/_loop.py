@@ -169,6 +169,7 @@ class _Run:
         self.steps: list[StepRecord] = []
         self.actions_executed = 0
         self.parse_failures_in_a_row = 0
+        self.finish_written = False
 
     # -- rebuilding from a log ------------------------------------------------------------
 
@@ -442,6 +443,7 @@ class _Run:
     async def finish(self, reason: StopReason, final_answer: str | None) -> RunResult:
         result = self.result(reason, final_answer)
         await self.store.write_run_finished(RunFinished(self.run_id, result))
+        self.finish_written = True
         # Emitted after the record is written: its own failure is logged but cannot be counted.
         await self.events.emit(
             Event(EventKind.RUN_FINISHED, self.run_id, len(self.steps), result=result)
@@ -450,6 +452,8 @@ class _Run:
 
     async def record_cancelled(self) -> None:
         """Write ``RunFinished(cancelled)``, shielded, within ``cancel_grace_seconds``."""
+        if self.finish_written:
+            return  # cancelled while announcing an already recorded end: that record stands
         grace = self.request.cancel_grace_seconds
         deadline = time.monotonic() + grace
         result = self.result(StopReason.CANCELLED, None)
