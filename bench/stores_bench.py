@@ -306,72 +306,108 @@ async def child_main(mode: str, kind: str, where: str, steps: int) -> None:
 # ---------------------------------------------------------------------------------------
 
 
-async def main(quick: bool, base: str) -> None:
-    repeats = 3 if quick else 7
-    floor_steps = 100 if quick else 400
-    print(f"PolyLoop durable stores — {base} ({os.uname().sysname}, {os.cpu_count()} CPUs)")
+async def paired_w1(kind: str, base: str, steps: int, pairs: int) -> tuple[float, float, float]:
+    """Median µs/step of W1, of floor (a) measured right before each W1 run, and of their
+    ratio per pair: the disk's latency drifts (other tenants), pairs cancel most of that."""
+    floor = floor_a_file if kind == "jsonl" else floor_a_sqlite
+    await w1_once(kind, fresh_dir(base), 20)  # warm-up
+    w1s, floors, ratios = [], [], []
+    for _ in range(pairs):
+        f = floor(base, steps)
+        w = await w1_once(kind, fresh_dir(base), steps) / steps * 1e6
+        w1s.append(w)
+        floors.append(f)
+        ratios.append(w / f)
+    return statistics.median(w1s), statistics.median(floors), statistics.median(ratios)
 
-    fa_file = statistics.median(floor_a_file(base, floor_steps) for _ in range(repeats))
-    fa_sql = statistics.median(floor_a_sqlite(base, floor_steps) for _ in range(repeats))
-    rounds = 40 if quick else 160
-    fb_file = statistics.median(floor_b_file(base, 50, rounds) for _ in range(repeats))
-    fb_sql = statistics.median(floor_b_sqlite(base, 50, rounds) for _ in range(repeats))
+
+async def paired_w2(kind: str, base: str, pairs: int) -> tuple[float, float, float]:
+    """Median steps/s of W2, of its floor (sqlite: (b); jsonl: (a)), and of their ratio."""
+    w2s, floors, ratios = [], [], []
+    for _ in range(pairs):
+        if kind == "sqlite":
+            f = floor_b_sqlite(base, 50, 160)
+        elif kind == "jsonl":
+            f = 1e6 / floor_a_file(base, 200)
+        else:
+            f = float("nan")
+        w = await w2_once(kind, fresh_dir(base), 50, 40)
+        w2s.append(w)
+        floors.append(f)
+        ratios.append(w / f)
+    return statistics.median(w2s), statistics.median(floors), statistics.median(ratios)
+
+
+async def main(quick: bool, base: str) -> None:
+    pairs = 3 if quick else 7
+    print(f"PolyLoop durable stores — {base} ({os.uname().sysname}, {os.cpu_count()} CPUs)")
+    print("Every workload sample is paired with a floor sample taken just before it; the")
+    print("columns are medians over the pairs (ratio = median of per-pair ratios).")
+
     print()
-    print("physical floors")
+    print("physical floors (medians of separate samples)")
+    fa_file = statistics.median(floor_a_file(base, 200) for _ in range(pairs))
+    fa_sql = statistics.median(floor_a_sqlite(base, 200) for _ in range(pairs))
+    fb_file = statistics.median(floor_b_file(base, 50, 160) for _ in range(pairs))
+    fb_sql = statistics.median(floor_b_sqlite(base, 50, 160) for _ in range(pairs))
     print(
-        f"  (a) 4 appends+fdatasync per step : {fa_file:8.0f} µs/step  = {1e6 / fa_file:7.0f} steps/s"
+        f"  (a) 4 appends+fdatasync per step : {fa_file:8.0f} µs/step = {1e6 / fa_file:6.0f} steps/s"
     )
     print(
-        f"  (a) 4 SQLite commits per step    : {fa_sql:8.0f} µs/step  = {1e6 / fa_sql:7.0f} steps/s"
+        f"  (a) 4 SQLite commits per step    : {fa_sql:8.0f} µs/step = {1e6 / fa_sql:6.0f} steps/s"
     )
     print(f"  (b) 50 writers, shared fdatasync : {fb_file:8.0f} steps/s")
     print(f"  (b) 50 writers, shared commit    : {fb_sql:8.0f} steps/s")
-    floors_a = {"jsonl": fa_file, "sqlite": fa_sql}
 
     print()
-    header = (
-        f"{'store':<7} {'W1 200':>9} {'x(a)':>5} {'W1 1000':>9} {'x(a)':>5} {'syncs/step':>10}"
-        f" {'W2 steps/s':>11} {'vs floor':>14} {'W3 ms':>7} {'B/step 200':>10} {'B/step 2000':>11}"
-    )
-    print(header)
-    print("-" * len(header))
+    print("W1: one run, µs per step (floor (a) of the same store, paired)")
+    print(f"  {'store':<7} {'steps':>5} {'W1 µs/step':>11} {'floor (a)':>10} {'ratio':>6}")
     for kind in ("memory", "jsonl", "sqlite"):
-        w1: dict[int, float] = {}
         for steps in (200, 1_000):
-            await w1_once(kind, fresh_dir(base), 20)  # warm-up
-            n = repeats if steps == 200 else max(3, repeats // 2)
-            samples = [await w1_once(kind, fresh_dir(base), steps) / steps * 1e6 for _ in range(n)]
-            w1[steps] = statistics.median(samples)
-        w2 = statistics.median(
-            [await w2_once(kind, fresh_dir(base), 50, 40) for _ in range(max(3, repeats // 2))]
-        )
-        if kind == "memory":
-            print(
-                f"{kind:<7} {w1[200]:>7.0f}µs {'':>5} {w1[1_000]:>7.0f}µs {'':>5} {'':>10}"
-                f" {w2:>11.0f} {'':>14} {'':>7} {'':>10} {'':>11}"
-            )
-            continue
-        syncs = syncs_per_step(kind, base, 200)
-        floor = floors_a[kind]
-        if kind == "sqlite":
-            versus = f"{w2 / fb_sql * 100:5.0f}% of (b)"
-        else:
-            versus = f"{w2 / (1e6 / fa_file):5.1f}x (a)"
+            if kind == "memory":
+                await w1_once(kind, fresh_dir(base), 20)
+                w = statistics.median(
+                    [
+                        await w1_once(kind, fresh_dir(base), steps) / steps * 1e6
+                        for _ in range(pairs)
+                    ]
+                )
+                print(f"  {kind:<7} {steps:>5} {w:>11.0f} {'-':>10} {'-':>6}")
+                continue
+            n = pairs if steps == 200 else max(3, pairs // 2)
+            w, f, r = await paired_w1(kind, base, steps, n)
+            print(f"  {kind:<7} {steps:>5} {w:>11.0f} {f:>10.0f} {r:>6.2f}")
+
+    print()
+    print("fsync + fdatasync calls per step (strace -f -c, one 200-step W1 run)")
+    for kind in ("jsonl", "sqlite"):
+        print(f"  {kind:<7} {syncs_per_step(kind, base, 200):.2f}")
+
+    print()
+    print("W2: 50 concurrent runs x 40 steps, aggregate steps/s (paired with its floor)")
+    print(f"  {'store':<7} {'W2 steps/s':>11} {'floor':>16} {'ratio':>6}")
+    for kind in ("memory", "jsonl", "sqlite"):
+        w, f, r = await paired_w2(kind, base, max(3, pairs // 2))
+        label = {"memory": "-", "jsonl": f"(a) {f:.0f}", "sqlite": f"(b) {f:.0f}"}[kind]
+        ratio = "-" if kind == "memory" else f"{r:.2f}"
+        print(f"  {kind:<7} {w:>11.0f} {label:>16} {ratio:>6}")
+
+    print()
+    print("W3: fresh process, open + resume a 1,000-step run killed in its next model call")
+    print("    + one more step (imports excluded); bytes on disk per step")
+    print(f"  {'store':<7} {'W3 ms':>7} {'B/step @200':>12} {'B/step @2000':>13}")
+    for kind in ("jsonl", "sqlite"):
         w3_ms = statistics.median(w3(kind, base, 1_000) for _ in range(3))
-        per_step_bytes = {}
+        per_step: dict[int, float] = {}
         for steps in (200, 2_000):
             where = fresh_dir(base)
             await w1_once(kind, where, steps)
-            per_step_bytes[steps] = disk_bytes(where) / steps
-        print(
-            f"{kind:<7} {w1[200]:>7.0f}µs {w1[200] / floor:>5.2f} {w1[1_000]:>7.0f}µs"
-            f" {w1[1_000] / floor:>5.2f} {syncs:>10.2f} {w2:>11.0f} {versus:>14}"
-            f" {w3_ms:>7.1f} {per_step_bytes[200]:>10.0f} {per_step_bytes[2_000]:>11.0f}"
-        )
+            per_step[steps] = disk_bytes(where) / steps
+        print(f"  {kind:<7} {w3_ms:>7.1f} {per_step[200]:>12.0f} {per_step[2_000]:>13.0f}")
+
     print()
-    print("x(a): W1 time per step over floor (a) of the same store (target <= 1.3).")
-    print("W2 target: sqlite >= 60% of floor (b); jsonl >= 2x floor (a) steps/s.")
-    print("W3 target: < 50 ms. B/step: bytes on disk per step (target: constant).")
+    print("targets: W1 ratio <= 1.3 at 200 and 1,000 steps; W2 sqlite >= 0.60 of (b),")
+    print("jsonl >= 2.0 x (a); W3 < 50 ms; bytes per step constant.")
 
 
 if __name__ == "__main__":
