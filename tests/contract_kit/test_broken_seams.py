@@ -7,6 +7,9 @@ import pytest
 from tests.contract_kit._runner import PYTEST_INI, Result, run_contract
 from tests.contract_kit.broken_seams import CAUGHT_BY
 
+#: Each test here runs pytest in a subprocess.
+pytestmark = pytest.mark.slow
+
 CONFTEST = """\
 import pytest
 from polyloop.ports import Action

@@ -9,6 +9,9 @@ import pytest
 from tests.contract_kit._runner import PYTEST_INI, Result, run_contract
 from tests.contract_kit.broken_stores import CAUGHT_BY, CAUGHT_BY_STATEFUL, STORES
 
+#: Each test here runs pytest in a subprocess.
+pytestmark = pytest.mark.slow
+
 CONFTEST = """\
 import os
 

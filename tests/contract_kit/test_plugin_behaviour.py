@@ -11,6 +11,9 @@ import pytest
 from polyloop_contract import StoreCapabilities
 from tests.contract_kit._runner import PYTEST_INI, run_contract
 
+#: Each test here runs pytest in a subprocess.
+pytestmark = pytest.mark.slow
+
 MEMORY_CONFTEST = """\
 import pytest
 from polyloop.stores.memory import MemoryRunStore

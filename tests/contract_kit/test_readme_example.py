@@ -5,7 +5,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from tests.contract_kit._runner import PYTEST_INI, REPO, run_contract
+
+#: Each test here runs pytest in a subprocess.
+pytestmark = pytest.mark.slow
 
 README = REPO / "packages" / "polyloop-contract" / "README.md"
 

@@ -8,6 +8,9 @@ import pytest
 
 from tests.contract_kit._runner import REPO, Result, run_contract
 
+#: Each test here runs pytest in a subprocess.
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def suite_run(tmp_path_factory: pytest.TempPathFactory) -> Result:

@@ -28,7 +28,7 @@ MakeStore = Callable[[], Coroutine[Any, Any, RunStore]]
 Reopen = Callable[[RunStore], Coroutine[Any, Any, RunStore]]
 
 
-def _param_suffix(request: pytest.FixtureRequest) -> str:
+def param_suffix(request: pytest.FixtureRequest) -> str:
     name = request.node.name
     return f" (for {name[name.index('[') :]})" if "[" in name else ""
 
@@ -40,7 +40,7 @@ def require_capability(
     if capabilities.has(name):
         return
     reason = capabilities.off[name]
-    message = f"RunStore capability {name!r} declared off{_param_suffix(request)}: {reason}"
+    message = f"RunStore capability {name!r} declared off{param_suffix(request)}: {reason}"
     _report.note(request.config, f"DECLARED OFF {message}")
     pytest.skip(message)
 

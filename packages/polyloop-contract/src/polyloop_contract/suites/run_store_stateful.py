@@ -27,6 +27,7 @@ from hypothesis.stateful import (
 from polyloop.errors import RunAlreadyStartedError
 from polyloop.ports import RunLog, RunStore
 from polyloop.types import RunFinished, RunResult, StepCompleted, StepRecord, StopReason
+from polyloop_contract import _report
 from polyloop_contract._checks import CALL_TIMEOUT, Rule
 from polyloop_contract._records import (
     LogModel,
@@ -43,7 +44,12 @@ from polyloop_contract._records import (
 )
 from polyloop_contract.capabilities import StoreCapabilities
 from polyloop_contract.fixtures import StoreFactory, StoreReopen
-from polyloop_contract.suites._store_support import SEAM, make_reopener, make_store_maker
+from polyloop_contract.suites._store_support import (
+    SEAM,
+    make_reopener,
+    make_store_maker,
+    param_suffix,
+)
 
 T = TypeVar("T")
 
@@ -102,6 +108,15 @@ def test_store_matches_a_model_of_the_log(
         if can_reopen
         else None
     )
+    if not can_reopen:
+        reason = polyloop_store_capabilities.off.get(
+            "reopen", "no polyloop_store_reopen fixture was provided"
+        )
+        _report.note(
+            request.config,
+            f"NOTE the stateful RunStore rule ran without reopening the store{param_suffix(request)}: "
+            f"{reason}",
+        )
     check = Rule(SEAM, "store matches a model of the log")
 
     class StoreMachine(RuleBasedStateMachine):
