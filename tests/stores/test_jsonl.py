@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from polyloop.errors import CorruptLogError, StoreError
+from polyloop.errors import ConfigurationError, CorruptLogError, StoreError
 from polyloop.ports import RunLog
 from polyloop.serialization import dumps_log_record
 from polyloop.stores._naming import file_name_for
@@ -192,3 +192,10 @@ async def test_run_ids_skip_torn_only_files_and_refuse_renamed_ones(tmp_path: ob
         write_bytes(store.path_for("copy"), read_bytes(store.path_for("real")))
         with pytest.raises(CorruptLogError, match="renamed or copied"):
             await store.run_ids()
+
+
+def test_nonsense_limits_are_refused(tmp_path: object) -> None:
+    with pytest.raises(ConfigurationError, match="max_open_files"):
+        JsonlRunStore(str(tmp_path), max_open_files=0)
+    with pytest.raises(ConfigurationError, match="max_workers"):
+        JsonlRunStore(str(tmp_path), max_workers=0)

@@ -33,7 +33,12 @@ from enum import Enum
 from types import TracebackType
 from typing import TypeVar
 
-from polyloop.errors import CorruptLogError, RunAlreadyStartedError, StoreError
+from polyloop.errors import (
+    ConfigurationError,
+    CorruptLogError,
+    RunAlreadyStartedError,
+    StoreError,
+)
 from polyloop.ports import RunLog
 from polyloop.serialization import LogRecord, dumps_log_record
 from polyloop.stores._jsonl_format import first_run_id, parse_log, scan_tail
@@ -122,7 +127,7 @@ class JsonlRunStore:
         max_workers: int = 32,
     ) -> None:
         if max_open_files < 1 or max_workers < 1:
-            raise StoreError(
+            raise ConfigurationError(
                 "JsonlRunStore needs max_open_files >= 1 and max_workers >= 1; "
                 f"got {max_open_files} and {max_workers}."
             )
@@ -330,6 +335,15 @@ class JsonlRunStore:
             fcntl.flock(fd, fcntl.LOCK_UN)
 
     def _run_ids(self) -> tuple[str, ...]:
+        try:
+            return self._list_run_ids()
+        except OSError as error:
+            raise StoreError(
+                f"Listing the runs in {self._directory} failed: {error.strerror or error}. "
+                "Nothing was changed; check that the directory is readable."
+            ) from error
+
+    def _list_run_ids(self) -> tuple[str, ...]:
         try:
             names = sorted(n for n in os.listdir(self._directory) if n.endswith(SUFFIX))
         except FileNotFoundError:
