@@ -58,11 +58,11 @@ def _cap(output: str, dropped: int, note: str, cap: int) -> tuple[str, int]:
     total = len(output) + dropped
     if total + len(note) <= cap:
         return output + note, 0
-    keep = max(0, cap - len(note))
+    keep = min(len(output), max(0, cap - len(note)))
     for _ in range(3):
         cut = total - keep
         marker = f"\n[... {cut} more characters of output not shown ...]\n"
-        keep = max(0, cap - len(note) - len(marker))
+        keep = min(len(output), max(0, cap - len(note) - len(marker)))
     cut = total - keep
     marker = f"\n[... {cut} more characters of output not shown ...]\n"
     text = output[:keep] + marker + note
