@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import importlib.util
 import traceback
 from collections.abc import Iterable
 from pathlib import Path
@@ -30,10 +31,21 @@ SUITES: tuple[str, ...] = (
 
 
 class SuiteModule(pytest.Module):
-    """One suite module, imported by its dotted name."""
+    """One suite module, loaded by its dotted name.
+
+    Each node gets a module object of its own, executed from the installed suite: pytest 8
+    registers the fixtures of a given module object only once, so a kit attached under two
+    directories would otherwise find its own helper fixtures missing in the second.
+    """
 
     def _getobj(self) -> ModuleType:
-        return importlib.import_module(f"polyloop_contract.suites.{self.name}")
+        dotted = f"polyloop_contract.suites.{self.name}"
+        spec = importlib.util.find_spec(dotted)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"polyloop-contract: suite module {dotted} is not installed")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
 
     def funcnamefilter(self, name: str) -> bool:
         return name.startswith("test_")
@@ -54,8 +66,8 @@ class ContractKit(pytest.Collector):
 
     def collect(self) -> Iterable[pytest.Item | pytest.Collector]:
         for name in SUITES:
-            module = importlib.import_module(f"polyloop_contract.suites.{name}")
-            path = Path(module.__file__ or name)
+            spec = importlib.util.find_spec(f"polyloop_contract.suites.{name}")
+            path = Path(spec.origin if spec is not None and spec.origin else name)
             yield SuiteModule.from_parent(
                 self, path=path, name=name, nodeid=f"{self.nodeid}::{name}"
             )
