@@ -6,6 +6,7 @@ Each seam also has a ``good`` variant (from :mod:`polyloop.testing`) that must p
 from __future__ import annotations
 
 import asyncio
+import importlib
 import itertools
 import socket
 import time
@@ -65,8 +66,24 @@ class LogsToAFile(LineDecisionParser):
         return super().parse(reply)
 
 
+class ImportsLazily(LineDecisionParser):
+    """Correct: imports a helper module on its first call (not I/O in the rules' sense)."""
+
+    def __init__(self) -> None:
+        self.loaded = False
+
+    def parse(self, reply: ModelReply) -> ParsedReply:
+        if not self.loaded:  # what a first import does: find and read the module's files
+            import wave
+
+            importlib.reload(wave)
+            self.loaded = True
+        return super().parse(reply)
+
+
 PARSERS = {
     "good": LineDecisionParser,
+    "good_imports_lazily": ImportsLazily,
     "raises_on_open_fence": RaisesOnOpenFence,
     "silent_invalid_decision": SilentInvalidDecision,
     "numbers_its_replies": NumbersItsReplies,

@@ -7,7 +7,9 @@ e.g. ``RunStore rule 'prefix durability': ...``, followed by what was expected a
 from __future__ import annotations
 
 import asyncio
+import importlib.machinery
 import inspect
+import os
 import sys
 import threading
 import time
@@ -106,9 +108,25 @@ _hook_lock = threading.Lock()
 _hook_installed = False
 
 
+#: File endings the import system reads: a lazy ``import`` inside a method is not the I/O the
+#: rules are about (it happens once, and never touches the implementation's backend).
+_MODULE_SUFFIXES = (*importlib.machinery.all_suffixes(), ".pyc", ".pth", ".typed")
+
+
+def _is_import_machinery(event: str, args: tuple[object, ...]) -> bool:
+    if not args or not isinstance(args[0], str | bytes | os.PathLike):
+        return False
+    path = os.fsdecode(args[0])
+    if event == "open":
+        return path.endswith(_MODULE_SUFFIXES) or "__pycache__" in path
+    if event in ("os.listdir", "os.scandir"):
+        return any(path == entry or path.startswith(entry + os.sep) for entry in sys.path if entry)
+    return False
+
+
 def _audit(event: str, args: tuple[object, ...]) -> None:
     seen: list[str] | None = getattr(_watch, "seen", None)
-    if seen is not None and event in _IO_EVENTS:
+    if seen is not None and event in _IO_EVENTS and not _is_import_machinery(event, args):
         text = f"{event}{args!r}"
         seen.append(text if len(text) <= 160 else text[:157] + "...")
 
