@@ -14,8 +14,10 @@ import importlib
 import importlib.util
 import traceback
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -87,7 +89,34 @@ def _format_outside_kit(error: BaseException) -> str:
     return "".join(summary.format()).rstrip()
 
 
-def short_failure(item: pytest.Item, error: BaseException) -> str | None:
+@dataclass(frozen=True)
+class _Crash:
+    """Where and what, for pytest's one-line summaries (``-ra``, ``--tb=line``, JUnit)."""
+
+    path: str
+    lineno: int
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.lineno}: {self.message}"
+
+
+class ShortFailure:
+    """The report of a failed kit rule: its message first, then what helps to fix it."""
+
+    def __init__(self, text: str, crash: _Crash) -> None:
+        self.text = text
+        self.reprcrash = crash
+
+    def toterminal(self, out: Any) -> None:
+        for number, line in enumerate(self.text.splitlines()):
+            out.line(line, red=number == 0, bold=number == 0)
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def short_failure(item: pytest.Item, error: BaseException) -> ShortFailure | None:
     """The report of a kit rule that failed: the rule's message, not the kit's traceback.
 
     Hypothesis notes (the falsifying example) are kept, and so is the traceback of an exception
@@ -105,4 +134,5 @@ def short_failure(item: pytest.Item, error: BaseException) -> str | None:
         parts.append(_format_outside_kit(cause))
     module = item.parent.name
     parts.append(f"(rule checked by polyloop_contract.suites.{module}.{item.name.split('[')[0]})")
-    return "\n".join(parts)
+    path, lineno, _ = item.location
+    return ShortFailure("\n".join(parts), _Crash(path, (lineno or 0) + 1, str(error)))

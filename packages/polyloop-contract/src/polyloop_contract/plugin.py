@@ -93,9 +93,10 @@ def pytest_runtest_makereport(
     if _enabled(item.config) and report.failed and call.excinfo is not None:
         from polyloop_contract._collect import short_failure
 
-        text = short_failure(item, call.excinfo.value)
-        if text is not None:
-            report.longrepr = text
+        short = short_failure(item, call.excinfo.value)
+        if short is not None:
+            # Duck-typed like pytest's own TerminalRepr (toterminal, reprcrash), which is private.
+            report.longrepr = short  # type: ignore[assignment]
     return report
 
 
