@@ -61,13 +61,12 @@ class Job:
         self.function = function
         self.args = args
 
-    def run(self) -> None:
+    def execute(self) -> tuple[object, BaseException | None]:
+        """Call the function; return its result or the exception it raised."""
         try:
-            result = self.function(*self.args)
+            return self.function(*self.args), None
         except BaseException as error:
-            settle(self.loop, self.future, None, error)
-        else:
-            settle(self.loop, self.future, result, None)
+            return None, error
 
 
 class WorkerPool:
@@ -103,15 +102,20 @@ class WorkerPool:
         return await future
 
     def _work(self) -> None:
+        with self._lock:
+            self._idle += 1
         while True:
-            with self._lock:
-                self._idle += 1
             job = self._queue.get()
             with self._lock:
                 self._idle -= 1
             if job is None:
                 return
-            job.run()
+            result, error = job.execute()
+            # Count this thread idle before the caller can learn the result and submit its
+            # next job, so a sequential caller keeps reusing this one thread.
+            with self._lock:
+                self._idle += 1
+            settle(job.loop, job.future, result, error)
 
     def close(self) -> None:
         """Finish the queued jobs, then stop every thread. Blocks until they are done."""
