@@ -8,6 +8,8 @@ itself must pass the whole suite: that proves every failure below comes from the
 from __future__ import annotations
 
 import asyncio
+import os
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -220,9 +222,14 @@ class HiddenCurrentRun(ReferenceStore):
 class IoInParameters(ReferenceStore):
     """Reads its version from a file every time parameters() is called."""
 
+    VERSION_FILE = os.path.join(tempfile.gettempdir(), "polyloop-broken-store", "VERSION")
+
     def parameters(self) -> Mapping[str, str]:
-        with open(__file__, encoding="utf-8") as source:
-            version = str(len(source.readline()))
+        try:
+            with open(self.VERSION_FILE, encoding="utf-8") as source:
+                version = source.read().strip()
+        except OSError:
+            version = "unknown"
         return {"kind": "io-in-parameters", "version": version}
 
 
