@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from polyloop.errors import PolyLoopError, RunAlreadyStartedError, StoreError
-from polyloop.stores._threads import settle
+from polyloop.stores._threads import settle, settle_many
 
 __all__ = ["GroupCommitWriter", "PendingWrite"]
 
@@ -166,15 +166,18 @@ class GroupCommitWriter:
                 raise
         except BaseException as error:
             self._drop_connection()
-            for write in batch:
-                # One exception object per waiter: each caller gets its own traceback.
-                settle(
-                    write.loop, write.future, None, _as_store_error(error, self._name, "committing")
-                )
+            # One exception object per waiter: each caller gets its own traceback.
+            settle_many(
+                [
+                    (w.loop, w.future, None, _as_store_error(error, self._name, "committing"))
+                    for w in batch
+                ]
+            )
             return
         self.commits += 1
-        for write, outcome in zip(batch, outcomes, strict=True):
-            settle(write.loop, write.future, None, outcome)
+        settle_many(
+            [(w.loop, w.future, None, outcome) for w, outcome in zip(batch, outcomes, strict=True)]
+        )
 
     def _insert(self, connection: sqlite3.Connection, write: PendingWrite) -> BaseException | None:
         try:

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from polyloop.errors import StoreError
 
-__all__ = ["Job", "WorkerPool", "settle"]
+__all__ = ["Job", "WorkerPool", "settle", "settle_many"]
 
 T = TypeVar("T")
 
@@ -42,6 +42,27 @@ def settle(
     # A closed loop raises RuntimeError: nobody is waiting any more.
     with contextlib.suppress(RuntimeError):
         loop.call_soon_threadsafe(_deliver, future, result, error)
+
+
+def _deliver_many(outcomes: list[tuple[asyncio.Future[Any], object, BaseException | None]]) -> None:
+    for future, result, error in outcomes:
+        _deliver(future, result, error)
+
+
+def settle_many(
+    outcomes: list[
+        tuple[asyncio.AbstractEventLoop, asyncio.Future[Any], object, BaseException | None]
+    ],
+) -> None:
+    """Complete many futures with one wake-up per event loop instead of one per future."""
+    by_loop: dict[
+        asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], object, BaseException | None]]
+    ] = {}
+    for loop, future, result, error in outcomes:
+        by_loop.setdefault(loop, []).append((future, result, error))
+    for loop, items in by_loop.items():
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(_deliver_many, items)
 
 
 class Job:
