@@ -153,3 +153,35 @@ def test_capabilities_need_known_names_and_reasons() -> None:
         StoreCapabilities(off={"teleport": "no"})
     with pytest.raises(ValueError, match="without a reason"):
         StoreCapabilities(off={"reopen": " "})
+
+
+RAISING_CONFTEST = """\
+import pytest
+from polyloop.stores.memory import MemoryRunStore
+
+
+class Unreachable(MemoryRunStore):
+    async def read_log(self, run_id):
+        raise ConnectionError("database is unreachable")
+
+
+@pytest.fixture
+def polyloop_store_factory():
+    return Unreachable
+"""
+
+
+def test_failure_report_shows_the_rule_and_the_implementations_traceback(tmp_path: Path) -> None:
+    """A failed rule reports its message first, then the implementation's frames, not the kit's."""
+    project = _project(tmp_path, {"conftest.py": RAISING_CONFTEST})
+    result = run_contract(project, "--polyloop-contract", "-k", "unknown_run_reads_as_empty")
+    assert 1 == result.returncode
+    outcome = result.tests["run_store::test_unknown_run_reads_as_empty_log"]
+    assert outcome.message.startswith(
+        "RunStore rule 'unknown run reads as empty': read_log('never-written') on a fresh store "
+        "raised ConnectionError: database is unreachable"
+    )
+    assert "raised by the implementation under test:" in result.output
+    assert 'conftest.py", line 7, in read_log' in result.output
+    assert "_checks.py" not in result.output
+    assert "asyncio/tasks.py" not in result.output
