@@ -293,6 +293,41 @@ class RacyStart(ReferenceStore):
         lines.insert(0, dumps_log_record(record))
 
 
+class TrustsItsOwnStartCache(ReferenceStore):
+    """Remembers which runs it has seen started and checks only that, not the storage."""
+
+    def __init__(self, disk: Disk) -> None:
+        super().__init__(disk)
+        self.started: set[str] = set()
+
+    async def read_log(self, run_id: str) -> RunLog:
+        log = await super().read_log(run_id)
+        if log.started is not None:
+            self.started.add(run_id)
+        return log
+
+    async def write_run_started(self, record: RunStarted) -> None:
+        if record.run_id in self.started:
+            raise RunAlreadyStartedError(f"run {record.run_id!r} is already started")
+        self.started.add(record.run_id)
+        await asyncio.sleep(0)
+        self.disk.lines.setdefault(record.run_id, []).insert(0, dumps_log_record(record))
+
+
+class RewritesTheWholeFile(ReferenceStore):
+    """Loads the storage when opened and writes its whole copy back on every write."""
+
+    def __init__(self, disk: Disk) -> None:
+        super().__init__(disk)
+        self.copy = {run_id: list(lines) for run_id, lines in disk.lines.items()}
+
+    def commit(self, record: LogRecord) -> None:
+        view = ReferenceStore(Disk(self.copy))
+        view.commit(record)
+        self.disk.lines.clear()
+        self.disk.lines.update({run_id: list(lines) for run_id, lines in self.copy.items()})
+
+
 class NonStringParameters(ReferenceStore):
     """Reports a number as a number in parameters()."""
 
@@ -317,6 +352,8 @@ STORES: Mapping[str, type[ReferenceStore]] = {
     "overwrites_second_finish": OverwritesSecondFinish,
     "racy_start": RacyStart,
     "non_string_parameters": NonStringParameters,
+    "trusts_its_own_start_cache": TrustsItsOwnStartCache,
+    "rewrites_the_whole_file": RewritesTheWholeFile,
 }
 
 
@@ -375,6 +412,14 @@ CAUGHT_BY: Mapping[str, Expected] = {
     ),
     "racy_start": Expected(
         "run_store::test_racing_starts_have_one_winner", "racing starts have one winner"
+    ),
+    "trusts_its_own_start_cache": Expected(
+        "run_store::test_racing_starts_across_store_objects_have_one_winner",
+        "racing starts have one winner",
+    ),
+    "rewrites_the_whole_file": Expected(
+        "run_store::test_two_store_objects_keep_each_others_writes",
+        "store objects sharing storage keep each other's writes",
     ),
     "non_string_parameters": Expected(
         "run_store::test_parameters_are_synchronous_and_str_valued",

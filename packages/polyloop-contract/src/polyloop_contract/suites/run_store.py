@@ -534,6 +534,78 @@ async def test_appends_continue_after_reopen(make_store: MakeStore, reopen: Reop
     )
 
 
+@aio
+async def test_two_store_objects_keep_each_others_writes(
+    make_store: MakeStore, reopen: Reopen
+) -> None:
+    """Two store objects on one storage (two processes) writing different runs lose nothing."""
+    rule = Rule(SEAM, "store objects sharing storage keep each other's writes")
+    first = await make_store()
+    second = await reopen(first)
+    runs = {
+        "from-first": (first, full_run("from-first", 3)),
+        "from-second": (second, full_run("from-second", 3)),
+    }
+    longest = max(len(records) for _, records in runs.values())
+    for index in range(longest):
+        for store, records in runs.values():
+            if index < len(records):
+                await _write_all(rule, store, [records[index]])
+    third = await reopen(second)
+    for run_id, (_, records) in runs.items():
+        log = await rule.call(
+            f"read_log({run_id!r}) on a third store object", third.read_log(run_id)
+        )
+        difference = log_difference(expected_log(records), log)
+        rule.check(
+            difference is None,
+            f"two store objects on one storage wrote runs 'from-first' and 'from-second' "
+            f"alternately; a third object reads run {run_id!r}: {difference}",
+        )
+
+
+@aio
+async def test_racing_starts_across_store_objects_have_one_winner(
+    make_store: MakeStore, reopen: Reopen
+) -> None:
+    """Two store objects on one storage (two processes) starting one run: exactly one wins."""
+    rule = Rule(SEAM, "racing starts have one winner")
+    first = await make_store()
+    await rule.call("read_log('raced-across') before the race", first.read_log("raced-across"))
+    second = await reopen(first)
+    await rule.call("read_log('raced-across') before the race", second.read_log("raced-across"))
+    contenders = [run_started("raced-across", **{"request.process": str(n)}) for n in range(2)]
+    results = await asyncio.gather(
+        *(
+            rule.call(f"write_run_started on store object {n + 1}", store.write_run_started(record))
+            for n, (store, record) in enumerate(zip((first, second), contenders, strict=True))
+        ),
+        return_exceptions=True,
+    )
+    winners = [n for n, result in enumerate(results) if not isinstance(result, BaseException)]
+    for n, result in enumerate(results):
+        if isinstance(result, BaseException):
+            cause = result.__cause__
+            rule.check(
+                isinstance(cause, RunAlreadyStartedError),
+                f"store object {n + 1} failed with {type(cause or result).__name__}: "
+                f"{cause or result}, not RunAlreadyStartedError",
+            )
+    rule.check(
+        len(winners) == 1,
+        f"{len(winners)} of 2 store objects on one storage started the same run; the storage "
+        "must decide: exactly one wins, the other gets RunAlreadyStartedError",
+    )
+    third = await reopen(first)
+    log = await rule.call(
+        "read_log('raced-across') on a third store object", third.read_log("raced-across")
+    )
+    rule.check(
+        log.started == contenders[winners[0]],
+        f"store object {winners[0] + 1} won, but the stored RunStarted is {log.started!r}",
+    )
+
+
 # ---------------------------------------------------------------------------
 # Aliasing
 # ---------------------------------------------------------------------------
