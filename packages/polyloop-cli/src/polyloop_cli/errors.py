@@ -1,7 +1,7 @@
 """The errors a user of the ``polyloop`` command can cause, each with its own exit code.
 
 Every one is reported as a single line saying what to do, never as a traceback. The codes are
-part of the command's interface (scripts branch on them): see ``research-wiki/design/0007-cli.md``.
+part of the command's interface (scripts branch on them): see ``research-wiki/design/0015-cli.md``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Store URLs: parsing, opening an existing store, and listing the runs it holds.
 
-URL forms (see ``research-wiki/design/0007-cli.md``):
+URL forms (see ``research-wiki/design/0015-cli.md``):
 
 - ``sqlite:///abs/path.sqlite`` (empty authority, absolute path) or ``sqlite:rel/path.sqlite``
 - ``jsonl:///abs/dir`` or ``jsonl:rel/dir``

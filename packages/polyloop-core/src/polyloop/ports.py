@@ -140,7 +140,7 @@ _NO_ENTRIES: Mapping[str, tuple[str, ...]] = MappingProxyType({})
 
 
 class EventKind(StrEnum):
-    """The events a run emits, in the order they can occur (see design 0002)."""
+    """The events a run emits, in the order they can occur (see research-wiki/design/0009-events.md)."""
 
     RUN_STARTED = "run_started"
     STEP_STARTED = "step_started"
