@@ -551,8 +551,162 @@ _DECODERS: Mapping[type[object], Callable[[_Reader], Any]] = {
 }
 
 
+# ---------------------------------------------------------------------------
+# Fast path: a well-formed payload is decoded with a few type checks; anything unusual falls
+# through to the strict path above, which produces the error naming the record and field.
+# ---------------------------------------------------------------------------
+
+_STEP_KEYS = frozenset(_step(StepRecord(0, "", 0, 0, None, True, None, "", False, 0, 0, None, 0)))
+_STEP_STR = ("raw_output", "observation")
+_STEP_OPT_STR = ("action", "parse_error", "call_id", "tool_name", "tool_arguments")
+_STEP_BOOL = ("parse_ok", "observation_is_synthetic", "env_reported_completion")
+_REPLY_KEYS = frozenset(("call_id", "content", "thinking"))
+_OUTCOME_KEYS = frozenset(
+    ("status", "observation", "observation_is_synthetic", "env_reported_completion",
+     "observation_truncated_chars")
+)  # fmt: skip
+_INTENT_KEYS = frozenset(("run_id", "kind", "call_index", "result_id", "replay_policy"))
+_RESULT_KEYS = frozenset(("run_id", "result_id", "reply", "failure"))
+_COMPLETED_KEYS = frozenset(("run_id", "result_id", "action_outcome", "step"))
+_ACTION_STATUS = {m.value: m for m in ActionStatus}
+_INTENT_KIND = {m.value: m for m in IntentKind}
+_REPLAY_POLICY = {m.value: m for m in ReplayPolicy}
+
+
+def _fast_step(p: Any) -> StepRecord | None:
+    if type(p) is not dict or p.keys() != _STEP_KEYS:
+        return None
+    version = p["schema_version"]
+    if type(version) is not int or version not in READABLE_SCHEMA_VERSIONS:
+        return None
+    for name in _STEP_STR:
+        if type(p[name]) is not str:
+            return None
+    for name in _STEP_OPT_STR:
+        if p[name] is not None and type(p[name]) is not str:
+            return None
+    for name in _STEP_BOOL:
+        if type(p[name]) is not bool:
+            return None
+    status = p["action_status"]
+    if status is not None:
+        status = _ACTION_STATUS.get(status) if type(status) is str else None
+        if status is None:
+            return None
+    return StepRecord(**{**p, "action_status": status})
+
+
+def _fast_reply(p: Any) -> ModelReply | None:
+    if (
+        type(p) is dict
+        and p.keys() == _REPLY_KEYS
+        and type(p["content"]) is str
+        and type(p["thinking"]) is str
+        and (p["call_id"] is None or type(p["call_id"]) is str)
+    ):
+        return ModelReply(p["call_id"], p["content"], p["thinking"])
+    return None
+
+
+def _fast_outcome(p: Any) -> ActionOutcome | None:
+    if (
+        type(p) is dict
+        and p.keys() == _OUTCOME_KEYS
+        and type(p["status"]) is str
+        and p["status"] in _ACTION_STATUS
+        and type(p["observation"]) is str
+        and type(p["observation_is_synthetic"]) is bool
+        and type(p["env_reported_completion"]) is bool
+    ):
+        return ActionOutcome(
+            _ACTION_STATUS[p["status"]],
+            p["observation"],
+            p["observation_is_synthetic"],
+            p["env_reported_completion"],
+            p["observation_truncated_chars"],
+        )
+    return None
+
+
+def _fast_intent(p: Any) -> Intent | None:
+    if (
+        type(p) is dict
+        and p.keys() == _INTENT_KEYS
+        and type(p["run_id"]) is str
+        and type(p["result_id"]) is str
+        and type(p["kind"]) is str
+        and p["kind"] in _INTENT_KIND
+        and type(p["replay_policy"]) is str
+        and p["replay_policy"] in _REPLAY_POLICY
+    ):
+        return Intent(
+            p["run_id"],
+            _INTENT_KIND[p["kind"]],
+            p["call_index"],
+            p["result_id"],
+            _REPLAY_POLICY[p["replay_policy"]],
+        )
+    return None
+
+
+def _fast_model_call_result(p: Any) -> ModelCallResult | None:
+    if not (
+        type(p) is dict
+        and p.keys() == _RESULT_KEYS
+        and type(p["run_id"]) is str
+        and type(p["result_id"]) is str
+        and (p["failure"] is None or type(p["failure"]) is str)
+    ):
+        return None
+    reply = None
+    if p["reply"] is not None:
+        reply = _fast_reply(p["reply"])
+        if reply is None:
+            return None
+    return ModelCallResult(p["run_id"], p["result_id"], reply, p["failure"])
+
+
+def _fast_step_completed(p: Any) -> StepCompleted | None:
+    if not (
+        type(p) is dict
+        and p.keys() == _COMPLETED_KEYS
+        and type(p["run_id"]) is str
+        and (p["result_id"] is None or type(p["result_id"]) is str)
+    ):
+        return None
+    outcome = None
+    if p["action_outcome"] is not None:
+        outcome = _fast_outcome(p["action_outcome"])
+        if outcome is None:
+            return None
+    step = _fast_step(p["step"])
+    if step is None:
+        return None
+    return StepCompleted(p["run_id"], p["result_id"], outcome, step)
+
+
+_TAGGED_KEYS = frozenset(("type", "record"))
+
+_FAST_DECODERS: Mapping[type[object], Callable[[Any], Any]] = {
+    Intent: _fast_intent,
+    ModelCallResult: _fast_model_call_result,
+    StepCompleted: _fast_step_completed,
+    StepRecord: _fast_step,
+    ActionOutcome: _fast_outcome,
+    ModelReply: _fast_reply,
+}
+
+
 def from_dict(cls: type[T], payload: object) -> T:
     """Decode a plain JSON object into ``cls``; raise :class:`SerializationError` naming the field."""
+    fast = _FAST_DECODERS.get(cls)
+    if fast is not None:
+        try:
+            value = fast(payload)
+        except (ConfigurationError, TypeError):
+            value = None  # the strict path below says what is wrong
+        if value is not None:
+            return cast(T, value)
     decoder = _DECODERS.get(cls)
     if decoder is None:
         raise SerializationError(
@@ -577,7 +731,7 @@ def loads(cls: type[T], text: str | bytes) -> T:
 def loads_log_record(text: str | bytes) -> LogRecord:
     """Decode one tagged log record written by :func:`dumps_log_record`."""
     payload = _parse_json("log record", text)
-    if not isinstance(payload, dict) or set(payload) != {"type", "record"}:
+    if not isinstance(payload, dict) or payload.keys() != _TAGGED_KEYS:
         raise SerializationError(
             "log record: expected an object with exactly the fields 'type' and 'record'."
         )
