@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import sys
 import traceback
@@ -464,6 +465,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     """Console-script entry point; exits with the code of the outcome."""
     args = list(sys.argv[1:] if argv is None else argv)
     as_json = "--json" in args
+    # The command reports its own errors, one line each. asyncio's child watcher may log a
+    # warning when a killed worker is reaped by the transport first ("Unknown child process
+    # pid"); that is harmless and would break the one-line contract of stderr.
+    logging.getLogger("asyncio").setLevel(logging.ERROR)
     try:
         result = cli.main(args=args, prog_name="polyloop", standalone_mode=False)
     except CliError as error:

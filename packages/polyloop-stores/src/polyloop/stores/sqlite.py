@@ -23,6 +23,7 @@ import asyncio
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Mapping
 from types import TracebackType
 
@@ -175,12 +176,23 @@ class SqliteRunStore:
                 f"Cannot create {self._path}: directory {parent} does not exist. Create it first."
             )
         connection = connect(self._path, busy_timeout_ms=self._busy_timeout_ms)
-        try:
-            create_schema(connection, self._path, self._synchronous)
-        except BaseException:
-            connection.close()
-            raise
-        return connection
+        # Switching a new file to WAL, and creating the schema, can meet another process doing
+        # the same; SQLite reports that as "locked" without always calling the busy handler, so
+        # it is retried here for as long as busy_timeout_ms allows.
+        deadline = time.monotonic() + self._busy_timeout_ms / 1000
+        while True:
+            try:
+                create_schema(connection, self._path, self._synchronous)
+            except sqlite3.OperationalError as error:
+                if "locked" not in str(error) or time.monotonic() >= deadline:
+                    connection.close()
+                    raise
+                time.sleep(0.005)
+            except BaseException:
+                connection.close()
+                raise
+            else:
+                return connection
 
     def _read(self, run_id: str) -> RunLog:
         try:
