@@ -370,7 +370,6 @@ CAUGHT_BY_STATEFUL: tuple[str, ...] = (
     "hidden_current_run",
     "loses_last_write_on_reopen",
     "mutates_returned_records",
-    "overwrites_second_finish",
 )
 
 #: For each broken store: the rule that catches it.
