@@ -102,7 +102,7 @@ def _snapshot_differences(recorded: Mapping[str, str], current: Mapping[str, str
     return lines
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Head:
     """The fields of a step record known once the model reply is in."""
 
