@@ -116,7 +116,7 @@ class Message:
     content: tuple[ContentBlock, ...]
 
     def __post_init__(self) -> None:
-        if not isinstance(self.content, tuple):
+        if type(self.content) is not tuple and not isinstance(self.content, tuple):
             raise ConfigurationError(
                 f"Message.content must be a tuple of TextBlock, got {type(self.content).__name__}; "
                 "wrap the blocks in tuple(...)."
