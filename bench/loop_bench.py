@@ -53,6 +53,15 @@ class ConstantModel:
         return {"kind": "constant"}
 
 
+class ReadingModel(ConstantModel):
+    """Reads ``call.messages`` on every call, as a client that sends the history would."""
+
+    async def call(self, call: ModelCall) -> ModelReply:
+        if not call.messages:
+            raise AssertionError("no messages")
+        return FINAL if call.call_index >= self._last else self._content
+
+
 class ConstantParser:
     def __init__(self) -> None:
         from polyloop.ports import ToolCall
@@ -94,10 +103,16 @@ NOOP = ToolRegistry([Tool(ToolSpec("noop", "does nothing", {"type": "object"}), 
 
 
 def setup(
-    steps: int, store: object, *, with_tool: bool = False, run_id: str = "bench"
+    steps: int,
+    store: object,
+    *,
+    with_tool: bool = False,
+    run_id: str = "bench",
+    reading: bool = False,
 ) -> tuple[AgentDefinition, RunRequest]:
+    model = ReadingModel if reading else ConstantModel
     definition = AgentDefinition(
-        ConstantModel(steps, TOOL_REPLY if with_tool else REPLY),
+        model(steps, TOOL_REPLY if with_tool else REPLY),
         ConstantParser(),
         store,  # type: ignore[arg-type]
         NullSink(),
@@ -120,8 +135,8 @@ def setup(
     return definition, request
 
 
-async def timed_run(steps: int, *, with_tool: bool = False) -> float:
-    definition, request = setup(steps, MemoryRunStore(), with_tool=with_tool)
+async def timed_run(steps: int, *, with_tool: bool = False, reading: bool = False) -> float:
+    definition, request = setup(steps, MemoryRunStore(), with_tool=with_tool, reading=reading)
     gc.collect()
     began = time.perf_counter()
     result = await run(definition, request)
@@ -185,6 +200,18 @@ async def main(quick: bool) -> None:
         per_step[steps] = statistics.median(samples)
         print(f"{steps:>8} {runs:>5} {per_step[steps]:>15.1f} {min(samples):>12.1f}")
     print(f"growth 1,000 → 10,000 steps: {per_step[10_000] / per_step[1_000]:.2f}x (target ≤ 1.5x)")
+
+    reading: dict[int, float] = {}
+    for steps in (1_000, 10_000):
+        runs = repeats[steps]
+        reading[steps] = statistics.median(
+            [await timed_run(steps, reading=True) / steps * 1e6 for _ in range(runs)]
+        )
+    print(
+        "a client that reads call.messages on every call (the tuple is copied then, "
+        f"O(history)): {reading[1_000]:.1f} / {reading[10_000]:.1f} µs/step at "
+        f"1,000 / 10,000 steps ({reading[10_000] / reading[1_000]:.2f}x)"
+    )
 
     tool_samples = [await timed_run(1_000, with_tool=True) / 1_000 * 1e6 for _ in range(5)]
     print(

@@ -212,7 +212,7 @@ class _Run:
             return StopReason.STEP_BUDGET, None
         if self.actions_executed >= budget.max_actions:
             return StopReason.ACTION_BUDGET, None
-        messages, prompt_chars = self.prompt.messages()
+        prompt_chars = self.prompt.chars
         if prompt_chars > budget.max_prompt_chars:
             return StopReason.CONTEXT_OVERFLOW, None
         await self.events.emit(Event(EventKind.STEP_STARTED, self.run_id, k))
@@ -235,7 +235,7 @@ class _Run:
                     )
                 )
             result = await self.call_model(
-                ModelCall(messages, k, self.run_id, result_id, request.model_binding)
+                self.prompt.model_call(k, self.run_id, result_id, request.model_binding)
             )
             await self.store.write_model_call_result(result)
 

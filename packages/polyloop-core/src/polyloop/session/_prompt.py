@@ -2,16 +2,97 @@
 
 The prefix is built once per run, so the messages of call k+1 always begin with the messages of
 call k and provider prefix caches stay warm. Character counts are kept incrementally.
+
+The model call's ``messages`` tuple is copied from the history only when a client first reads
+it (design 0016): the copy is O(history) per call, so building it eagerly made the loop's own
+cost per step grow with run length even for a client that never looks (a scripted client, a
+provider with server-side conversation state).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from typing import Any
 
+from polyloop.ports import ModelCall
 from polyloop.session._definition import OBSERVATION_TOKEN, TOOLS_TOKEN, RunRequest
 from polyloop.types import Message, Role, TextBlock
 
 __all__ = ["Prompt"]
+
+# The slot descriptors of the frozen dataclass; writing through them is how a frozen instance
+# gets its fields set without running the generated ``__init__``.
+_SLOT: dict[str, Any] = {
+    name: ModelCall.__dict__[name]
+    for name in ("messages", "call_index", "run_id", "result_id", "binding")
+}
+_MESSAGES_SLOT = _SLOT["messages"]
+
+
+class _DeferredModelCall(ModelCall):
+    """A :class:`ModelCall` whose ``messages`` is copied out of the prompt on first read.
+
+    It holds the run's history list and the length it had at call time; the history only
+    ever grows by appending, so that prefix is exactly the call's messages, whenever it is read.
+    Reading returns a real ``tuple`` and caches it. Equality, hashing, pickling and
+    ``dataclasses`` helpers behave as for a plain ``ModelCall`` (pickling and copying produce
+    one); only ``type(call) is ModelCall`` tells them apart.
+    """
+
+    __slots__ = ("_history", "_length")
+
+    _history: list[Message] | None
+    _length: int
+
+    @property
+    def messages(self) -> tuple[Message, ...]:
+        try:
+            return _MESSAGES_SLOT.__get__(self)  # type: ignore[no-any-return]
+        except AttributeError:
+            pass
+        history, length = self._history, self._length
+        assert history is not None
+        value = tuple(history) if len(history) == length else tuple(history[:length])
+        _MESSAGES_SLOT.__set__(self, value)
+        object.__setattr__(self, "_history", None)
+        return value
+
+    @messages.setter
+    def messages(self, value: tuple[Message, ...]) -> None:
+        # Only the generated ``__init__`` gets here (``dataclasses.replace``); assignment on an
+        # instance is refused by the frozen ``__setattr__`` before it reaches this property.
+        _MESSAGES_SLOT.__set__(self, value)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ModelCall):
+            return NotImplemented
+        return (
+            self.messages == other.messages
+            and self.call_index == other.call_index
+            and self.run_id == other.run_id
+            and self.result_id == other.result_id
+            and self.binding == other.binding
+        )
+
+    __hash__ = ModelCall.__hash__
+
+
+def _deferred_call(
+    history: list[Message],
+    call_index: int,
+    run_id: str,
+    result_id: str,
+    binding: Mapping[str, str],
+) -> ModelCall:
+    call = object.__new__(_DeferredModelCall)
+    object.__setattr__(call, "_history", history)
+    object.__setattr__(call, "_length", len(history))
+    _SLOT["call_index"].__set__(call, call_index)
+    _SLOT["run_id"].__set__(call, run_id)
+    _SLOT["result_id"].__set__(call, result_id)
+    _SLOT["binding"].__set__(call, binding)
+    return call
 
 
 def _chars(message: Message) -> int:
@@ -43,9 +124,16 @@ class Prompt:
         self._chars = sum(_chars(m) for m in prefix)
         self._observation_template = request.observation_template
 
-    def messages(self) -> tuple[tuple[Message, ...], int]:
-        """The messages of the next model call and their total character count."""
-        return tuple(self._messages), self._chars
+    @property
+    def chars(self) -> int:
+        """Total characters of the next model call's messages."""
+        return self._chars
+
+    def model_call(
+        self, call_index: int, run_id: str, result_id: str, binding: Mapping[str, str]
+    ) -> ModelCall:
+        """The next model call: the current messages, copied when the client reads them."""
+        return _deferred_call(self._messages, call_index, run_id, result_id, binding)
 
     def add_step(self, history_text: str, observation: str) -> None:
         """Append a finished step: the assistant's text, then the wrapped observation."""
