@@ -19,6 +19,7 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Protocol, runtime_checkable
 
+from polyloop._frozen import fast_frozen_init
 from polyloop.types import (
     ActionOutcome,
     Intent,
@@ -55,6 +56,7 @@ __all__ = [
 # ---------------------------------------------------------------------------
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class ModelCall:
     """One call handed to the model seam."""
@@ -77,6 +79,7 @@ class ModelCall:
         )
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class ToolCall:
     """Name and arguments of one tool call."""
@@ -85,6 +88,7 @@ class ToolCall:
     arguments: Mapping[str, object]
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class Action:
     """An action the parser read from a reply."""
@@ -96,6 +100,7 @@ class Action:
     tool_call: ToolCall | None
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class FinalAnswer:
     """The model's final answer. The environment is not touched."""
@@ -103,6 +108,7 @@ class FinalAnswer:
     text: str
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class InvalidDecision:
     """No valid action could be read from the reply."""
@@ -115,6 +121,7 @@ class InvalidDecision:
 Decision = Action | FinalAnswer | InvalidDecision
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class ParsedReply:
     """What the parser returns for one reply."""
@@ -125,6 +132,7 @@ class ParsedReply:
     decision: Decision
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class RunLog:
     """A whole run log as read back. ``RunLog()`` is the log of a run never written."""
@@ -148,6 +156,7 @@ class EventKind(StrEnum):
     RUN_FINISHED = "run_finished"
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class Event:
     """One event sent to the event sink. Observation only: nothing a sink does steers the run.

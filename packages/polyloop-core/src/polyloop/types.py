@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from types import MappingProxyType
 
+from polyloop._frozen import fast_frozen_init
 from polyloop.errors import ConfigurationError
 
 __all__ = [
@@ -97,6 +98,7 @@ class Role(StrEnum):
     ASSISTANT = "assistant"
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class TextBlock:
     """A block of plain text inside a message; its size is its character count."""
@@ -108,6 +110,7 @@ class TextBlock:
 ContentBlock = TextBlock
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class Message:
     """One message of a prompt."""
@@ -123,6 +126,7 @@ class Message:
             )
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class Context:
     """The rendered messages of a run, split by how often they change.
@@ -135,6 +139,7 @@ class Context:
     goal_level: tuple[Message, ...]
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class Injection:
     """One entry pasted into the prompt from a channel (e.g. a skill)."""
@@ -144,6 +149,7 @@ class Injection:
     content: str
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class SyntheticObservations:
     """The fixed texts the library itself feeds back to the model.
@@ -215,6 +221,7 @@ class StopReason(StrEnum):
 # ---------------------------------------------------------------------------
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class ModelReply:
     """What the model returned for one call."""
@@ -232,6 +239,7 @@ class ModelReply:
             )
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class ActionOutcome:
     """What executing an action produced.
@@ -269,6 +277,7 @@ class ActionOutcome:
 # ---------------------------------------------------------------------------
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class Budget:
     """The limits of one run. All four are required."""
@@ -292,6 +301,7 @@ class Budget:
             _require_count("Budget", name, getattr(self, name))
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class StepRecord:
     """One row of a trajectory: what happened in one step.
@@ -368,6 +378,7 @@ class StepRecord:
         _require_version("StepRecord", self.schema_version)
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class RunResult:
     """How a run ended, with its whole trajectory."""
@@ -398,6 +409,7 @@ class RunResult:
 # ---------------------------------------------------------------------------
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class RunStarted:
     """Head of a run log: the parameters the run was started with."""
@@ -419,6 +431,7 @@ class RunStarted:
         return (RunStarted, (self.run_id, dict(self.parameter_snapshot), self.schema_version))
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class Intent:
     """Written before a side effect: what is about to happen and where its result will go."""
@@ -451,6 +464,7 @@ class Intent:
             raise ConfigurationError("Intent.result_id is empty; result ids must be non-empty.")
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class ModelCallResult:
     """The settled result of a model call: exactly one of ``reply`` and ``failure`` is set."""
@@ -472,6 +486,7 @@ class ModelCallResult:
             raise ConfigurationError("ModelCallResult.result_id is empty.")
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class StepCompleted:
     """One finished step: its record and, when an action intent was written, the action's result.
@@ -497,6 +512,7 @@ class StepCompleted:
             raise ConfigurationError("StepCompleted.result_id is empty; use None for no action.")
 
 
+@fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class RunFinished:
     """Tail of a run log. The stop reason lives in the result, once."""
