@@ -17,6 +17,7 @@ __all__ = ["fast_frozen_init"]
 
 T = TypeVar("T")
 
+
 class _Factory:
     """Default of a field with a ``default_factory``; shows as ``dataclasses`` shows it."""
 

@@ -45,9 +45,12 @@ def canonical_arguments(arguments: Mapping[str, object]) -> str:
     Values JSON cannot encode are written as their ``repr`` so that a rejected call can still
     be recorded.
     """
-    return json.dumps(
-        _plain(arguments), sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr
-    )
+    return _CANONICAL.encode(_plain(arguments))
+
+
+_CANONICAL = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr
+)
 
 
 def _copy_schema(value: Any) -> Any:
@@ -244,9 +247,10 @@ class ToolRegistry:
                 f"Tool {call.name!r}: arguments must be a JSON object, got "
                 f"{type(call.arguments).__name__}."
             )
-        errors = sorted(
-            validator.iter_errors(_plain(call.arguments)), key=lambda e: list(e.absolute_path)
-        )
+        arguments = _plain(call.arguments)
+        if validator.is_valid(arguments):
+            return
+        errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))
         if errors:
             details = "; ".join(
                 f"{'/'.join(str(p) for p in e.absolute_path) or '(root)'}: {e.message}"
