@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
-from collections.abc import Callable
+import threading
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from typing import Any
+
+import pytest
 
 from polyloop.ports import RunLog, RunStore
 from polyloop.stores.jsonl import JsonlRunStore
@@ -179,3 +185,46 @@ def exists(path: str) -> bool:
 def same_directory(directory: str, name: str) -> bool:
     real = os.path.realpath(os.path.join(directory, name))
     return os.path.dirname(real) == os.path.realpath(directory)
+
+
+def stall_disk(kind: str, monkeypatch: pytest.MonkeyPatch, until: threading.Event) -> None:
+    """Make the disk step of the next writes of a durable store wait for ``until`` (10 s at
+    most, then the write fails with an AssertionError naming the stall)."""
+    from polyloop.stores import _group_commit, jsonl
+
+    def stalled(real: Callable[..., Any]) -> Callable[..., Any]:
+        def wait_then_run(*args: Any) -> Any:
+            if not until.wait(timeout=10):
+                raise AssertionError("the event loop did not run while the disk was stalled")
+            return real(*args)
+
+        return wait_then_run
+
+    if kind == "jsonl":
+        monkeypatch.setattr(jsonl, "_sync_data", stalled(jsonl._sync_data))
+    else:
+        writer = _group_commit.GroupCommitWriter
+        monkeypatch.setattr(writer, "_insert", stalled(writer._insert))
+
+
+class Ticker:
+    """Counts the turns of a task that yields with ``sleep(0)`` forever, so it is always ready
+    to run: while the event loop is blocked, ``ticks`` stands still."""
+
+    def __init__(self) -> None:
+        self.ticks = 0
+
+    async def _run(self) -> None:
+        while True:
+            self.ticks += 1
+            await asyncio.sleep(0)
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[Ticker]:
+        task = asyncio.create_task(self._run())
+        try:
+            yield self
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task

@@ -4,45 +4,30 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable
-from typing import Any
 
 import pytest
 
 from polyloop.types import IntentKind
-from tests.stores._helpers import Opened, intent, started, write_run
+from tests.stores._helpers import Opened, Ticker, intent, stall_disk, started, write_run
 
 
 async def test_the_event_loop_keeps_running_during_a_burst_of_writes(durable: Opened) -> None:
     """A ticker that yields with sleep(0) is always ready: if a write blocked the loop (did
     its I/O on it), the ticker could not run while that write was in flight."""
-    ticks = 0
-
-    async def ticker() -> None:
-        nonlocal ticks
-        while True:
-            ticks += 1
-            await asyncio.sleep(0)
-
     store = durable.store
-    task = asyncio.create_task(ticker())
-    await asyncio.sleep(0)
     seen: list[int] = []
-    try:
+    async with Ticker().running() as ticker:
+        await asyncio.sleep(0)
         await store.write_run_started(started("t"))
         for k in range(200):
-            before = ticks
+            before = ticker.ticks
             await store.write_intent(intent("t", IntentKind.MODEL_CALL, k))
-            seen.append(ticks - before)
-        before = ticks
+            seen.append(ticker.ticks - before)
+        before = ticker.ticks
         await asyncio.gather(
             *(write_run(store, f"burst-{i}", 3) for i in range(20)), return_exceptions=False
         )
-        seen.append(ticks - before)
-    finally:
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
+        seen.append(ticker.ticks - before)
     assert min(seen) >= 1
 
 
@@ -52,8 +37,6 @@ async def test_a_write_stalled_on_disk_leaves_the_loop_free(
     """The disk step of a write is made to wait until the event loop has ticked 5 more
     times. If that step ran on the event loop thread, the ticker could never tick and the
     write would fail after the 10 s guard instead of completing."""
-    from polyloop.stores import _group_commit, jsonl
-
     await durable.store.write_run_started(started("stall"))
     ticked = threading.Event()
     ticks = 0
@@ -66,19 +49,7 @@ async def test_a_write_stalled_on_disk_leaves_the_loop_free(
                 ticked.set()
             await asyncio.sleep(0)
 
-    def stalled(real: Callable[..., Any]) -> Callable[..., Any]:
-        def wait_then_run(*args: Any) -> Any:
-            if not ticked.wait(timeout=10):
-                raise AssertionError("the event loop did not run while the disk was busy")
-            return real(*args)
-
-        return wait_then_run
-
-    if durable.kind == "jsonl":
-        monkeypatch.setattr(jsonl, "_sync_data", stalled(jsonl._sync_data))
-    else:
-        writer = _group_commit.GroupCommitWriter
-        monkeypatch.setattr(writer, "_insert", stalled(writer._insert))
+    stall_disk(durable.kind, monkeypatch, ticked)
     task = asyncio.create_task(ticker())
     try:
         await durable.store.write_intent(intent("stall", IntentKind.MODEL_CALL, 0))

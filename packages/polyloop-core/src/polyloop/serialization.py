@@ -12,6 +12,7 @@ in code, never when reading. Every error names the record and the field.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Callable, Mapping
@@ -45,6 +46,7 @@ __all__ = [
     "from_dict",
     "loads",
     "loads_log_record",
+    "log_record_from_dict",
     "log_record_tag",
     "to_dict",
 ]
@@ -213,8 +215,8 @@ def to_dict(value: Encodable) -> dict[str, Any]:
 _ESCAPED = re.compile("[\ud800-\udfff\x85\u2028\u2029]")
 
 
-def _json_text(payload: object) -> str:
-    """Compact JSON with non-ASCII kept as characters, except those in ``_ESCAPED``.
+def _escape(text: str) -> str:
+    """``text`` with the characters in ``_ESCAPED`` written as ``\\uXXXX`` escapes.
 
     Escaping them keeps the text encodable as UTF-8 (a store can write it) and one line for any
     line splitter, and it decodes back to the same string. These characters can only occur
@@ -222,14 +224,89 @@ def _json_text(payload: object) -> str:
     followed by a low one reads back as the single character the pair encodes: JSON cannot
     tell the two apart.)
     """
-    text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
-    if _ESCAPED.search(text) is None:
+    if text.isascii() or _ESCAPED.search(text) is None:
         return text
     return _ESCAPED.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
 
 
+def _compact(payload: object) -> str:
+    """Compact JSON with non-ASCII kept as characters (nothing escaped yet)."""
+    return json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+
+
+def _json_text(payload: object) -> str:
+    """Compact JSON with non-ASCII kept as characters, except those in ``_ESCAPED``."""
+    return _escape(_compact(payload))
+
+
+# A run's result holds every step of the run, so a step whose fields all have their usual types
+# is written straight into text instead of through a dict; that text is what ``_compact`` gives
+# for ``_step(value)``. Any other step goes through ``_compact`` itself.
+
+_quote = json.encoder.encode_basestring
+_STATUS_TEXT: dict[ActionStatus | None, str] = {None: "null"}
+_STATUS_TEXT.update((m, _quote(m.value)) for m in ActionStatus)
+
+
+def _step_text(value: StepRecord) -> str:
+    v = value
+    action, parse_error, call_id = v.action, v.parse_error, v.call_id
+    tool_name, tool_arguments, status = v.tool_name, v.tool_arguments, v.action_status
+    if not (
+        type(v.step_idx) is int
+        and type(v.content_chars) is int
+        and type(v.thinking_chars) is int
+        and type(v.observation_truncated_chars) is int
+        and type(v.prompt_chars) is int
+        and type(v.step_wall_ms) is int
+        and type(v.schema_version) is int
+        and type(v.raw_output) is str
+        and type(v.observation) is str
+        and (action is None or type(action) is str)
+        and (parse_error is None or type(parse_error) is str)
+        and (call_id is None or type(call_id) is str)
+        and (tool_name is None or type(tool_name) is str)
+        and (tool_arguments is None or type(tool_arguments) is str)
+        and type(v.parse_ok) is bool
+        and type(v.observation_is_synthetic) is bool
+        and type(v.env_reported_completion) is bool
+        and (status is None or type(status) is ActionStatus)
+    ):
+        return _compact(_step(value))
+    return (
+        f'{{"step_idx":{v.step_idx},"raw_output":{_quote(v.raw_output)},'
+        f'"content_chars":{v.content_chars},"thinking_chars":{v.thinking_chars},'
+        f'"action":{"null" if action is None else _quote(action)},'
+        f'"parse_ok":{"true" if v.parse_ok else "false"},'
+        f'"parse_error":{"null" if parse_error is None else _quote(parse_error)},'
+        f'"observation":{_quote(v.observation)},'
+        f'"observation_is_synthetic":{"true" if v.observation_is_synthetic else "false"},'
+        f'"observation_truncated_chars":{v.observation_truncated_chars},'
+        f'"prompt_chars":{v.prompt_chars},'
+        f'"call_id":{"null" if call_id is None else _quote(call_id)},'
+        f'"step_wall_ms":{v.step_wall_ms},'
+        f'"tool_name":{"null" if tool_name is None else _quote(tool_name)},'
+        f'"tool_arguments":{"null" if tool_arguments is None else _quote(tool_arguments)},'
+        f'"action_status":{_STATUS_TEXT[status]},'
+        f'"env_reported_completion":{"true" if v.env_reported_completion else "false"},'
+        f'"schema_version":{v.schema_version}}}'
+    )
+
+
+def _result_text(value: RunResult) -> str:
+    return (
+        f'{{"run_id":{_compact(value.run_id)},"stop_reason":{_compact(value.stop_reason.value)},'
+        f'"final_answer":{_compact(value.final_answer)},'
+        f'"steps":[{",".join([_step_text(step) for step in value.steps])}],'
+        f'"schema_version":{_compact(value.schema_version)},'
+        f'"event_delivery_failures":{_compact(value.event_delivery_failures)}}}'
+    )
+
+
 def dumps(value: Encodable) -> str:
     """Compact JSON text of ``value`` (non-ASCII kept as UTF-8 characters)."""
+    if type(value) is RunResult:
+        return _escape(_result_text(value))
     return _json_text(to_dict(value))
 
 
@@ -249,6 +326,11 @@ def dumps_log_record(record: LogRecord) -> str:
 
     It holds no line break of any kind (not even one ``str.splitlines`` would split on).
     """
+    if type(record) is RunFinished:
+        return _escape(
+            f'{{"type":"run_finished","record":{{"run_id":{_compact(record.run_id)},'
+            f'"result":{_result_text(record.result)}}}}}'
+        )
     return _json_text({"type": log_record_tag(record), "record": to_dict(record)})
 
 
@@ -554,138 +636,199 @@ _DECODERS: Mapping[type[object], Callable[[_Reader], Any]] = {
 # ---------------------------------------------------------------------------
 # Fast path: a well-formed payload is decoded with a few type checks; anything unusual falls
 # through to the strict path above, which produces the error naming the record and field.
+#
+# A fast decoder reads each field by name from an object with exactly as many entries, so a
+# missing or unknown field raises KeyError; the record's constructor (and its ``__post_init__``)
+# still checks counts and the structural rules. A KeyError, TypeError or ConfigurationError
+# makes it give up exactly as returning None does.
 # ---------------------------------------------------------------------------
 
-_STEP_KEYS = frozenset(_step(StepRecord(0, "", 0, 0, None, True, None, "", False, 0, 0, None, 0)))
-_STEP_STR = ("raw_output", "observation")
-_STEP_OPT_STR = ("action", "parse_error", "call_id", "tool_name", "tool_arguments")
-_STEP_BOOL = ("parse_ok", "observation_is_synthetic", "env_reported_completion")
-_REPLY_KEYS = frozenset(("call_id", "content", "thinking"))
-_OUTCOME_KEYS = frozenset(
-    ("status", "observation", "observation_is_synthetic", "env_reported_completion",
-     "observation_truncated_chars")
+_STEP_FIELDS = (
+    "step_idx", "raw_output", "content_chars", "thinking_chars", "action", "parse_ok",
+    "parse_error", "observation", "observation_is_synthetic", "observation_truncated_chars",
+    "prompt_chars", "call_id", "step_wall_ms", "tool_name", "tool_arguments", "action_status",
+    "env_reported_completion", "schema_version",
 )  # fmt: skip
-_INTENT_KEYS = frozenset(("run_id", "kind", "call_index", "result_id", "replay_policy"))
-_RESULT_KEYS = frozenset(("run_id", "result_id", "reply", "failure"))
-_COMPLETED_KEYS = frozenset(("run_id", "result_id", "action_outcome", "step"))
+_REPLY_FIELDS = ("call_id", "content", "thinking")
+_OUTCOME_FIELDS = (
+    "status", "observation", "observation_is_synthetic", "env_reported_completion",
+    "observation_truncated_chars",
+)  # fmt: skip
+_INTENT_FIELDS = ("run_id", "kind", "call_index", "result_id", "replay_policy")
+_RESULT_FIELDS = ("run_id", "result_id", "reply", "failure")
+_COMPLETED_FIELDS = ("run_id", "result_id", "action_outcome", "step")
+
+
+def _expect_fields(cls: type[Any], names: tuple[str, ...]) -> None:
+    """Refuse to start if ``cls``'s fields are not ``names``: the fast decoders pass them in
+    this order."""
+    actual = tuple(field.name for field in dataclasses.fields(cls))
+    if actual != names:
+        raise RuntimeError(
+            f"polyloop.serialization's fast decoder of {cls.__name__} expects the fields "
+            f"{names}, but {cls.__name__} has {actual}; update the decoder with the type."
+        )
+
+
+_expect_fields(StepRecord, _STEP_FIELDS)
+_expect_fields(ModelReply, _REPLY_FIELDS)
+_expect_fields(ActionOutcome, _OUTCOME_FIELDS)
+_expect_fields(Intent, _INTENT_FIELDS)
+_expect_fields(ModelCallResult, _RESULT_FIELDS)
+_expect_fields(StepCompleted, _COMPLETED_FIELDS)
+
 _ACTION_STATUS = {m.value: m for m in ActionStatus}
 _INTENT_KIND = {m.value: m for m in IntentKind}
 _REPLAY_POLICY = {m.value: m for m in ReplayPolicy}
 
 
 def _fast_step(p: Any) -> StepRecord | None:
-    if type(p) is not dict or p.keys() != _STEP_KEYS:
+    if type(p) is not dict or len(p) != len(_STEP_FIELDS):
         return None
-    version = p["schema_version"]
-    if type(version) is not int or version not in READABLE_SCHEMA_VERSIONS:
-        return None
-    for name in _STEP_STR:
-        if type(p[name]) is not str:
-            return None
-    for name in _STEP_OPT_STR:
-        if p[name] is not None and type(p[name]) is not str:
-            return None
-    for name in _STEP_BOOL:
-        if type(p[name]) is not bool:
-            return None
     status = p["action_status"]
     if status is not None:
         status = _ACTION_STATUS.get(status) if type(status) is str else None
         if status is None:
             return None
-    return StepRecord(**{**p, "action_status": status})
+    version = p["schema_version"]
+    raw_output = p["raw_output"]
+    action = p["action"]
+    parse_ok = p["parse_ok"]
+    parse_error = p["parse_error"]
+    observation = p["observation"]
+    synthetic = p["observation_is_synthetic"]
+    call_id = p["call_id"]
+    tool_name = p["tool_name"]
+    tool_arguments = p["tool_arguments"]
+    completion = p["env_reported_completion"]
+    if not (
+        type(version) is int
+        and version in READABLE_SCHEMA_VERSIONS
+        and type(raw_output) is str
+        and type(observation) is str
+        and (action is None or type(action) is str)
+        and (parse_error is None or type(parse_error) is str)
+        and (call_id is None or type(call_id) is str)
+        and (tool_name is None or type(tool_name) is str)
+        and (tool_arguments is None or type(tool_arguments) is str)
+        and type(parse_ok) is bool
+        and type(synthetic) is bool
+        and type(completion) is bool
+    ):
+        return None
+    return StepRecord(
+        p["step_idx"],
+        raw_output,
+        p["content_chars"],
+        p["thinking_chars"],
+        action,
+        parse_ok,
+        parse_error,
+        observation,
+        synthetic,
+        p["observation_truncated_chars"],
+        p["prompt_chars"],
+        call_id,
+        p["step_wall_ms"],
+        tool_name,
+        tool_arguments,
+        status,
+        completion,
+        version,
+    )
 
 
 def _fast_reply(p: Any) -> ModelReply | None:
-    if (
-        type(p) is dict
-        and p.keys() == _REPLY_KEYS
-        and type(p["content"]) is str
-        and type(p["thinking"]) is str
-        and (p["call_id"] is None or type(p["call_id"]) is str)
+    if type(p) is not dict or len(p) != len(_REPLY_FIELDS):
+        return None
+    call_id = p["call_id"]
+    content = p["content"]
+    thinking = p["thinking"]
+    if not (
+        type(content) is str and type(thinking) is str and (call_id is None or type(call_id) is str)
     ):
-        return ModelReply(p["call_id"], p["content"], p["thinking"])
-    return None
+        return None
+    return ModelReply(call_id, content, thinking)
 
 
 def _fast_outcome(p: Any) -> ActionOutcome | None:
-    if (
-        type(p) is dict
-        and p.keys() == _OUTCOME_KEYS
-        and type(p["status"]) is str
-        and p["status"] in _ACTION_STATUS
-        and type(p["observation"]) is str
-        and type(p["observation_is_synthetic"]) is bool
-        and type(p["env_reported_completion"]) is bool
+    if type(p) is not dict or len(p) != len(_OUTCOME_FIELDS):
+        return None
+    status = p["status"]
+    status = _ACTION_STATUS.get(status) if type(status) is str else None
+    observation = p["observation"]
+    synthetic = p["observation_is_synthetic"]
+    completion = p["env_reported_completion"]
+    if not (
+        status is not None
+        and type(observation) is str
+        and type(synthetic) is bool
+        and type(completion) is bool
     ):
-        return ActionOutcome(
-            _ACTION_STATUS[p["status"]],
-            p["observation"],
-            p["observation_is_synthetic"],
-            p["env_reported_completion"],
-            p["observation_truncated_chars"],
-        )
-    return None
+        return None
+    return ActionOutcome(
+        status, observation, synthetic, completion, p["observation_truncated_chars"]
+    )
 
 
 def _fast_intent(p: Any) -> Intent | None:
-    if (
-        type(p) is dict
-        and p.keys() == _INTENT_KEYS
-        and type(p["run_id"]) is str
-        and type(p["result_id"]) is str
-        and type(p["kind"]) is str
-        and p["kind"] in _INTENT_KIND
-        and type(p["replay_policy"]) is str
-        and p["replay_policy"] in _REPLAY_POLICY
+    if type(p) is not dict or len(p) != len(_INTENT_FIELDS):
+        return None
+    run_id = p["run_id"]
+    kind = p["kind"]
+    result_id = p["result_id"]
+    policy = p["replay_policy"]
+    kind = _INTENT_KIND.get(kind) if type(kind) is str else None
+    policy = _REPLAY_POLICY.get(policy) if type(policy) is str else None
+    if not (
+        kind is not None and policy is not None and type(run_id) is str and type(result_id) is str
     ):
-        return Intent(
-            p["run_id"],
-            _INTENT_KIND[p["kind"]],
-            p["call_index"],
-            p["result_id"],
-            _REPLAY_POLICY[p["replay_policy"]],
-        )
-    return None
+        return None
+    return Intent(run_id, kind, p["call_index"], result_id, policy)
 
 
 def _fast_model_call_result(p: Any) -> ModelCallResult | None:
+    if type(p) is not dict or len(p) != len(_RESULT_FIELDS):
+        return None
+    run_id = p["run_id"]
+    result_id = p["result_id"]
+    reply = p["reply"]
+    failure = p["failure"]
     if not (
-        type(p) is dict
-        and p.keys() == _RESULT_KEYS
-        and type(p["run_id"]) is str
-        and type(p["result_id"]) is str
-        and (p["failure"] is None or type(p["failure"]) is str)
+        type(run_id) is str and type(result_id) is str and (failure is None or type(failure) is str)
     ):
         return None
-    reply = None
-    if p["reply"] is not None:
-        reply = _fast_reply(p["reply"])
+    if reply is not None:
+        reply = _fast_reply(reply)
         if reply is None:
             return None
-    return ModelCallResult(p["run_id"], p["result_id"], reply, p["failure"])
+    return ModelCallResult(run_id, result_id, reply, failure)
 
 
 def _fast_step_completed(p: Any) -> StepCompleted | None:
-    if not (
-        type(p) is dict
-        and p.keys() == _COMPLETED_KEYS
-        and type(p["run_id"]) is str
-        and (p["result_id"] is None or type(p["result_id"]) is str)
-    ):
+    if type(p) is not dict or len(p) != len(_COMPLETED_FIELDS):
         return None
-    outcome = None
-    if p["action_outcome"] is not None:
-        outcome = _fast_outcome(p["action_outcome"])
+    run_id = p["run_id"]
+    result_id = p["result_id"]
+    if type(run_id) is not str or (result_id is not None and type(result_id) is not str):
+        return None
+    outcome = p["action_outcome"]
+    if outcome is not None:
+        outcome = _fast_outcome(outcome)
         if outcome is None:
             return None
     step = _fast_step(p["step"])
     if step is None:
         return None
-    return StepCompleted(p["run_id"], p["result_id"], outcome, step)
+    return StepCompleted(run_id, result_id, outcome, step)
 
 
 _TAGGED_KEYS = frozenset(("type", "record"))
+_FAST_BY_TAG: Mapping[str, Callable[[Any], Any]] = {
+    "intent": _fast_intent,
+    "model_call_result": _fast_model_call_result,
+    "step_completed": _fast_step_completed,
+}
 
 _FAST_DECODERS: Mapping[type[object], Callable[[Any], Any]] = {
     Intent: _fast_intent,
@@ -697,26 +840,43 @@ _FAST_DECODERS: Mapping[type[object], Callable[[Any], Any]] = {
 }
 
 
-def from_dict(cls: type[T], payload: object) -> T:
-    """Decode a plain JSON object into ``cls``; raise :class:`SerializationError` naming the field."""
+def _decode(cls: type[T], payload: object) -> T:
     fast = _FAST_DECODERS.get(cls)
     if fast is not None:
         try:
             value = fast(payload)
-        except (ConfigurationError, TypeError):
+        except (ConfigurationError, TypeError, KeyError):
             value = None  # the strict path below says what is wrong
         if value is not None:
             return cast(T, value)
-    decoder = _DECODERS.get(cls)
-    if decoder is None:
+    return cast(T, _DECODERS[cls](_Reader(cls.__name__, payload)))
+
+
+def from_dict(cls: type[T], payload: object) -> T:
+    """Decode a plain JSON object into ``cls``; raise :class:`SerializationError` naming the field."""
+    if cls not in _DECODERS:
         raise SerializationError(
             f"Cannot decode {getattr(cls, '__name__', cls)!r}; decodable types are "
             f"{sorted(t.__name__ for t in _DECODERS)}."
         )
-    return cast(T, decoder(_Reader(cls.__name__, payload)))
+    return _decode(cls, payload)
+
+
+#: ``json.loads`` without its per-call preamble: the same scanner (strict, default hooks).
+_scan_once: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 
 
 def _parse_json(what: str, text: str | bytes) -> object:
+    if type(text) is str:
+        try:
+            payload, end = _scan_once(text, 0)
+        except (StopIteration, ValueError, RecursionError):
+            pass  # json.loads below raises the error (or accepts what the scanner did not)
+        else:
+            # A value that fills the whole text is what json.loads would return; leading or
+            # trailing whitespace, a BOM and extra data take the general path.
+            if end == len(text):
+                return payload
     try:
         return json.loads(text)
     except (ValueError, UnicodeDecodeError) as error:
@@ -730,7 +890,31 @@ def loads(cls: type[T], text: str | bytes) -> T:
 
 def loads_log_record(text: str | bytes) -> LogRecord:
     """Decode one tagged log record written by :func:`dumps_log_record`."""
-    payload = _parse_json("log record", text)
+    if type(text) is str:
+        try:
+            payload, end = _scan_once(text, 0)
+        except (StopIteration, ValueError, RecursionError):
+            pass  # the general path below says what is wrong
+        else:
+            if end == len(text):
+                return log_record_from_dict(payload)
+    return log_record_from_dict(_parse_json("log record", text))
+
+
+def log_record_from_dict(payload: object) -> LogRecord:
+    """Decode a tagged log record that is already parsed JSON (``{"type": ..., "record": ...}``).
+
+    For a store that parses JSON itself: the result, and any error, are those of
+    :func:`loads_log_record` on the text that parses into ``payload``.
+    """
+    if type(payload) is dict and len(payload) == 2:
+        try:
+            fast = _FAST_BY_TAG.get(payload["type"])
+            value = None if fast is None else fast(payload["record"])
+        except (ValueError, TypeError, LookupError):
+            value = None  # ConfigurationError is a ValueError; the general path says what is wrong
+        if value is not None:
+            return cast(LogRecord, value)
     if not isinstance(payload, dict) or payload.keys() != _TAGGED_KEYS:
         raise SerializationError(
             "log record: expected an object with exactly the fields 'type' and 'record'."
@@ -741,4 +925,4 @@ def loads_log_record(text: str | bytes) -> LogRecord:
         raise SerializationError(
             f"log record: unknown type {tag!r}; expected one of {sorted(LOG_RECORD_TYPES)}."
         )
-    return from_dict(cls, payload["record"])
+    return _decode(cls, payload["record"])

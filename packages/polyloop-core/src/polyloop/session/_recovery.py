@@ -6,7 +6,7 @@ them to show what ``resume`` would do, without calling any seam.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -82,10 +82,12 @@ def stop_after_step(
     return None
 
 
-def trailing_parse_failures(steps: Collection[StepRecord]) -> int:
+def trailing_parse_failures(steps: Sequence[StepRecord]) -> int:
     count = 0
-    for step in steps:
-        count = count + 1 if is_parse_failure(step) else 0
+    for step in reversed(steps):
+        if not is_parse_failure(step):
+            break
+        count += 1
     return count
 
 
@@ -106,6 +108,14 @@ def _describe_intent(index: int, intent: Intent) -> str:
         f"Intent #{index} (kind={intent.kind.value}, call_index={intent.call_index}, "
         f"result_id={intent.result_id!r})"
     )
+
+
+def _describe_result(index: int, result: ModelCallResult) -> str:
+    return f"ModelCallResult #{index} (result_id={result.result_id!r})"
+
+
+def _describe_step(index: int, step: StepRecord) -> str:
+    return f"StepCompleted #{index} (step_idx={step.step_idx})"
 
 
 def validate_log(log: RunLog, run_id: str) -> None:
@@ -132,53 +142,87 @@ def validate_log(log: RunLog, run_id: str) -> None:
     model_intents: dict[int, Intent] = {}
     action_intents: dict[int, Intent] = {}
     intents_by_result: dict[str, Intent] = {}
+    model_call = IntentKind.MODEL_CALL
     for index, intent in enumerate(log.intents):
-        where = _describe_intent(index, intent)
         if intent.run_id != run_id:
-            raise _corrupt(run_id, where, f"it carries run_id {intent.run_id!r}")
-        by_step = model_intents if intent.kind is IntentKind.MODEL_CALL else action_intents
+            raise _corrupt(
+                run_id, _describe_intent(index, intent), f"it carries run_id {intent.run_id!r}"
+            )
+        by_step = model_intents if intent.kind is model_call else action_intents
         if intent.call_index in by_step:
-            raise _corrupt(run_id, where, "a second intent of this kind for the same step")
+            raise _corrupt(
+                run_id,
+                _describe_intent(index, intent),
+                "a second intent of this kind for the same step",
+            )
         if intent.result_id in intents_by_result:
-            raise _corrupt(run_id, where, "its result_id is already used by another intent")
+            raise _corrupt(
+                run_id,
+                _describe_intent(index, intent),
+                "its result_id is already used by another intent",
+            )
         by_step[intent.call_index] = intent
         intents_by_result[intent.result_id] = intent
 
     results_by_id: dict[str, ModelCallResult] = {}
     for index, result in enumerate(log.model_results):
-        where = f"ModelCallResult #{index} (result_id={result.result_id!r})"
         if result.run_id != run_id:
-            raise _corrupt(run_id, where, f"it carries run_id {result.run_id!r}")
+            raise _corrupt(
+                run_id, _describe_result(index, result), f"it carries run_id {result.run_id!r}"
+            )
         if (result.reply is None) == (result.failure is None):
-            raise _corrupt(run_id, where, "it must have exactly one of reply and failure")
+            raise _corrupt(
+                run_id,
+                _describe_result(index, result),
+                "it must have exactly one of reply and failure",
+            )
         announced = intents_by_result.get(result.result_id)
-        if announced is None or announced.kind is not IntentKind.MODEL_CALL:
-            raise _corrupt(run_id, where, "no model-call intent has this result_id")
+        if announced is None or announced.kind is not model_call:
+            raise _corrupt(
+                run_id, _describe_result(index, result), "no model-call intent has this result_id"
+            )
         if result.result_id in results_by_id:
-            raise _corrupt(run_id, where, "a second result for the same model call")
+            raise _corrupt(
+                run_id, _describe_result(index, result), "a second result for the same model call"
+            )
         results_by_id[result.result_id] = result
 
     for index, completed in enumerate(log.steps):
         step = completed.step
-        where = f"StepCompleted #{index} (step_idx={step.step_idx})"
         if completed.run_id != run_id:
-            raise _corrupt(run_id, where, f"it carries run_id {completed.run_id!r}")
+            raise _corrupt(
+                run_id, _describe_step(index, step), f"it carries run_id {completed.run_id!r}"
+            )
         if step.schema_version not in READABLE_SCHEMA_VERSIONS:
-            raise _corrupt(run_id, where, f"schema_version {step.schema_version!r} is not readable")
+            raise _corrupt(
+                run_id,
+                _describe_step(index, step),
+                f"schema_version {step.schema_version!r} is not readable",
+            )
         if step.step_idx != index:
             raise _corrupt(
-                run_id, where, f"steps must be numbered 0..n-1 in order; expected {index}"
+                run_id,
+                _describe_step(index, step),
+                f"steps must be numbered 0..n-1 in order; expected {index}",
             )
         if (completed.result_id is None) != (completed.action_outcome is None):
-            raise _corrupt(run_id, where, "result_id and action_outcome must be set together")
+            raise _corrupt(
+                run_id,
+                _describe_step(index, step),
+                "result_id and action_outcome must be set together",
+            )
         model_intent = model_intents.get(index)
         if model_intent is None or model_intent.result_id not in results_by_id:
-            raise _corrupt(run_id, where, "its model call has no intent or no result")
+            raise _corrupt(
+                run_id, _describe_step(index, step), "its model call has no intent or no result"
+            )
         action_intent = action_intents.get(index)
         if completed.result_id is not None:
             if action_intent is None or action_intent.result_id != completed.result_id:
                 raise _corrupt(
-                    run_id, where, "its result_id matches no action intent of the same step"
+                    run_id,
+                    _describe_step(index, step),
+                    "its result_id matches no action intent of the same step",
                 )
         elif action_intent is not None:
             unsettled = action_intent

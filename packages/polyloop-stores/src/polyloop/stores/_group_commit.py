@@ -15,16 +15,14 @@ next batch, so the store stays usable.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import queue
 import sqlite3
 import threading
 from collections.abc import Callable
-from typing import Any
 
 from polyloop.errors import PolyLoopError, RunAlreadyStartedError, StoreError
-from polyloop.stores._threads import settle, settle_many
+from polyloop.stores._threads import DEFAULT_IDLE_WAIT_SECONDS, Completion, settle_all
 
 __all__ = ["GroupCommitWriter", "PendingWrite"]
 
@@ -34,25 +32,18 @@ _INSERT = "INSERT INTO run_records (run_id, kind, body) VALUES (?, ?, ?)"
 class PendingWrite:
     """One record waiting for the writer thread."""
 
-    __slots__ = ("body", "future", "kind", "loop", "run_id")
+    __slots__ = ("body", "completion", "kind", "run_id")
 
-    def __init__(
-        self,
-        loop: asyncio.AbstractEventLoop,
-        future: asyncio.Future[Any],
-        run_id: str,
-        kind: str,
-        body: str,
-    ) -> None:
-        self.loop = loop
-        self.future = future
+    def __init__(self, completion: Completion, run_id: str, kind: str, body: str) -> None:
+        self.completion = completion
         self.run_id = run_id
         self.kind = kind
         self.body = body
 
 
-#: ``None`` asks the thread to open the connection (to surface errors early) and do nothing else.
-_Item = PendingWrite | tuple[asyncio.AbstractEventLoop, asyncio.Future[Any]] | None
+#: ``None`` stops the thread; a bare :class:`Completion` asks it to open the connection (to
+#: surface errors early) and do nothing else.
+_Item = PendingWrite | Completion | None
 
 
 class GroupCommitWriter:
@@ -64,8 +55,10 @@ class GroupCommitWriter:
         open_connection: Callable[[], sqlite3.Connection],
         *,
         max_batch: int = 256,
+        idle_wait: float = DEFAULT_IDLE_WAIT_SECONDS,
     ) -> None:
         self._name = name
+        self._idle_wait = idle_wait
         self._open_connection = open_connection
         self._max_batch = max_batch
         self._queue: queue.SimpleQueue[_Item] = queue.SimpleQueue()
@@ -89,17 +82,15 @@ class GroupCommitWriter:
 
     async def write(self, run_id: str, kind: str, body: str) -> None:
         """Store one record; return once it is committed."""
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[None] = loop.create_future()
-        self._put(PendingWrite(loop, future, run_id, kind, body))
-        await future
+        completion = Completion()
+        self._put(PendingWrite(completion, run_id, kind, body))
+        await completion.wait(self._idle_wait)
 
     async def open(self) -> None:
         """Open the connection now (creating the schema), raising what opening raises."""
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[None] = loop.create_future()
-        self._put((loop, future))
-        await future
+        completion = Completion()
+        self._put(completion)
+        await completion.wait(self._idle_wait)
 
     def close(self) -> None:
         """Commit what is queued, stop the thread and close the connection. Blocks."""
@@ -128,7 +119,7 @@ class GroupCommitWriter:
                 elif isinstance(item, PendingWrite):
                     batch.append(item)
                 else:
-                    self._answer_open(*item)
+                    self._answer_open(item)
                 if stop or len(batch) >= self._max_batch:
                     break
                 try:
@@ -143,13 +134,13 @@ class GroupCommitWriter:
             self._connection = self._open_connection()
         return self._connection
 
-    def _answer_open(self, loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any]) -> None:
+    def _answer_open(self, completion: Completion) -> None:
         try:
             self._connect()
         except BaseException as error:
-            settle(loop, future, None, _as_store_error(error, self._name, "opening"))
+            completion.settle(None, _as_store_error(error, self._name, "opening"))
         else:
-            settle(loop, future, None, None)
+            completion.settle(None, None)
 
     def _commit(self, batch: list[PendingWrite]) -> None:
         outcomes: list[BaseException | None] = []
@@ -167,16 +158,14 @@ class GroupCommitWriter:
         except BaseException as error:
             self._drop_connection()
             # One exception object per waiter: each caller gets its own traceback.
-            settle_many(
-                [
-                    (w.loop, w.future, None, _as_store_error(error, self._name, "committing"))
-                    for w in batch
-                ]
+            settle_all(
+                (w.completion, None, _as_store_error(error, self._name, "committing"))
+                for w in batch
             )
             return
         self.commits += 1
-        settle_many(
-            [(w.loop, w.future, None, outcome) for w, outcome in zip(batch, outcomes, strict=True)]
+        settle_all(
+            (w.completion, None, outcome) for w, outcome in zip(batch, outcomes, strict=True)
         )
 
     def _insert(self, connection: sqlite3.Connection, write: PendingWrite) -> BaseException | None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from polyloop.errors import CorruptLogError, SerializationError
 from polyloop.ports import RunLog
 from polyloop.serialization import loads_log_record
+from polyloop.stores._decoding import decode_log_record
 from polyloop.stores._records import LogBuilder
 
 __all__ = ["FileTail", "first_run_id", "parse_log", "scan_tail"]
@@ -42,13 +43,12 @@ def _split(data: bytes) -> tuple[list[bytes], int]:
 
 def parse_log(data: bytes, run_id: str, where: str) -> RunLog:
     """Decode a whole file. ``where`` (the path) and the line number name any bad line."""
-    lines, _ = _split(data)
+    lines = data[: data.rfind(_NEWLINE) + 1].split(_NEWLINE)[:-1]
     builder = LogBuilder(run_id, where)
     last = len(lines) - 1
     for index, line in enumerate(lines):
         try:
-            # Text decodes faster than bytes (json skips its encoding detection).
-            record = loads_log_record(line.decode("utf-8"))
+            record = decode_log_record(line)
         except (SerializationError, UnicodeDecodeError) as error:
             if index == last:
                 break  # garbage at EOF: a torn write, never acknowledged
@@ -57,7 +57,7 @@ def parse_log(data: bytes, run_id: str, where: str) -> RunLog:
                 "line of a run log can be torn by a crash, so this file was altered or "
                 "damaged; repair or remove that line (keep a copy) before reading this run."
             ) from None
-        builder.add(record, f"line {index + 1}")
+        builder.add(record, "line", index + 1)
     return builder.build()
 
 
@@ -74,16 +74,24 @@ def scan_tail(data: bytes) -> FileTail:
 
     Cheap on purpose (only the last line is decoded): the full check is :func:`parse_log`.
     """
-    lines, cut = _split(data)
-    valid_end = cut
-    if lines and not _decodes(lines[-1]):
-        valid_end -= len(lines[-1]) + 1
-        lines.pop()
+    valid_end = data.rfind(_NEWLINE) + 1
+    if valid_end:
+        start = data.rfind(_NEWLINE, 0, valid_end - 1) + 1
+        if not _decodes(data[start : valid_end - 1]):
+            valid_end = start
+    # A line of the good part starts with a prefix when the file does (and the first line is
+    # good) or when a newline followed by it lies within the good part.
     return FileTail(
         valid_end=valid_end,
-        has_started=any(line.startswith(_STARTED) for line in lines),
-        has_finished=any(line.startswith(_FINISHED) for line in lines),
+        has_started=_starts_a_line(data, _STARTED, valid_end),
+        has_finished=_starts_a_line(data, _FINISHED, valid_end),
     )
+
+
+def _starts_a_line(data: bytes, prefix: bytes, end: int) -> bool:
+    if end and data.startswith(prefix):
+        return True
+    return data.find(_NEWLINE + prefix, 0, end) != -1
 
 
 def first_run_id(data: bytes, where: str) -> str | None:

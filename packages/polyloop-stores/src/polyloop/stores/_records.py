@@ -34,27 +34,27 @@ class LogBuilder:
         self._steps: list[StepCompleted] = []
         self._finished: RunFinished | None = None
 
-    def add(self, record: LogRecord, position: str) -> None:
-        """Add the record found at ``position`` (e.g. ``"line 7"``) of the storage."""
+    def add(self, record: LogRecord, unit: str, number: int) -> None:
+        """Add the record found at ``unit`` ``number`` (e.g. ``"line"``, 7) of the storage."""
         if record.run_id != self._run_id:
             raise CorruptLogError(
-                f"{self._where}, {position}: holds a record of run {record.run_id!r} where only "
-                f"records of run {self._run_id!r} belong. The storage was edited or copied by "
-                "hand; restore it from a backup or move the foreign record out."
+                f"{self._where}, {unit} {number}: holds a record of run {record.run_id!r} where "
+                f"only records of run {self._run_id!r} belong. The storage was edited or copied "
+                "by hand; restore it from a backup or move the foreign record out."
             )
-        if isinstance(record, RunStarted):
-            if self._started is not None:
-                raise self._duplicate("RunStarted", position)
-            self._started = record
-        elif isinstance(record, Intent):
+        if isinstance(record, Intent):
             self._intents.append(record)
         elif isinstance(record, ModelCallResult):
             self._results.append(record)
         elif isinstance(record, StepCompleted):
             self._steps.append(record)
+        elif isinstance(record, RunStarted):
+            if self._started is not None:
+                raise self._duplicate("RunStarted", f"{unit} {number}")
+            self._started = record
         else:
             if self._finished is not None:
-                raise self._duplicate("RunFinished", position)
+                raise self._duplicate("RunFinished", f"{unit} {number}")
             self._finished = record
 
     def _duplicate(self, kind: str, position: str) -> CorruptLogError:

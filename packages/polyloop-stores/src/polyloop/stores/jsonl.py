@@ -15,6 +15,8 @@ durability follows from syncing every write before the next one of the same run 
   exactly one succeeds and the other gets :class:`~polyloop.errors.RunAlreadyStartedError`.
 - File I/O runs on a pool of worker threads, never on the event loop. Writes of one run are
   serialized; writes of different runs sync in parallel, so concurrent runs overlap their syncs.
+  A caller on an otherwise idle event loop waits for its thread on a lock for up to
+  ``idle_wait_ms`` before awaiting (see :mod:`polyloop.stores._threads`).
 
 POSIX only (``fcntl``).
 """
@@ -43,7 +45,7 @@ from polyloop.ports import RunLog
 from polyloop.serialization import LogRecord, dumps_log_record
 from polyloop.stores._jsonl_format import first_run_id, parse_log, scan_tail
 from polyloop.stores._naming import SUFFIX, file_name_for
-from polyloop.stores._threads import WorkerPool
+from polyloop.stores._threads import DEFAULT_IDLE_WAIT_SECONDS, WorkerPool, check_idle_wait
 from polyloop.types import Intent, ModelCallResult, RunFinished, RunStarted, StepCompleted
 
 __all__ = ["JsonlRunStore"]
@@ -116,7 +118,9 @@ class JsonlRunStore:
 
     Use it as ``async with JsonlRunStore(path) as store:`` or call :meth:`close` when done.
     ``max_open_files`` bounds the file descriptors kept open between writes; ``max_workers``
-    bounds how many runs can be syncing at the same moment.
+    bounds how many runs can be syncing at the same moment. ``idle_wait_ms`` is how long a call
+    may wait for its thread on the event-loop thread, only while the loop has nothing else ready
+    to run, before it awaits instead (0: always await; design 0017).
     """
 
     def __init__(
@@ -125,6 +129,7 @@ class JsonlRunStore:
         *,
         max_open_files: int = 256,
         max_workers: int = 32,
+        idle_wait_ms: float = DEFAULT_IDLE_WAIT_SECONDS * 1000,
     ) -> None:
         if max_open_files < 1 or max_workers < 1:
             raise ConfigurationError(
@@ -133,7 +138,11 @@ class JsonlRunStore:
             )
         self._directory = os.path.abspath(os.fspath(directory))
         self._max_open = max_open_files
-        self._workers = WorkerPool(f"JsonlRunStore({self._directory!r})", max_workers)
+        self._workers = WorkerPool(
+            f"JsonlRunStore({self._directory!r})",
+            max_workers,
+            idle_wait=check_idle_wait("JsonlRunStore", idle_wait_ms),
+        )
         self._lock = threading.Lock()
         self._files: OrderedDict[str, _RunFile] = OrderedDict()
         self._directory_ready = False

@@ -29,11 +29,12 @@ from types import TracebackType
 
 from polyloop.errors import ConfigurationError, CorruptLogError, SerializationError, StoreError
 from polyloop.ports import RunLog
-from polyloop.serialization import LogRecord, dumps_log_record, loads_log_record, log_record_tag
+from polyloop.serialization import LogRecord, dumps_log_record, log_record_tag
+from polyloop.stores._decoding import decode_log_record
 from polyloop.stores._group_commit import GroupCommitWriter
 from polyloop.stores._records import LogBuilder
 from polyloop.stores._sqlite_schema import check_schema, connect, create_schema
-from polyloop.stores._threads import WorkerPool
+from polyloop.stores._threads import DEFAULT_IDLE_WAIT_SECONDS, WorkerPool, check_idle_wait
 from polyloop.types import Intent, ModelCallResult, RunFinished, RunStarted, StepCompleted
 
 __all__ = ["SqliteRunStore"]
@@ -57,7 +58,9 @@ class SqliteRunStore:
 
     ``synchronous`` is ``"FULL"`` (default) or ``"EXTRA"``; weaker levels would let a commit
     return before it is durable and are refused. ``busy_timeout_ms`` is how long a write waits
-    for another process holding the write lock before failing.
+    for another process holding the write lock before failing. ``idle_wait_ms`` is how long a
+    call may wait for its thread on the event-loop thread, only while the loop has nothing else
+    ready to run, before it awaits instead (0: always await; design 0017).
 
     Use it as ``async with SqliteRunStore(path) as store:`` (which also opens the file, so a
     database of a newer schema is refused right there) or call :meth:`close` when done.
@@ -69,6 +72,7 @@ class SqliteRunStore:
         *,
         synchronous: str = "FULL",
         busy_timeout_ms: int = 30_000,
+        idle_wait_ms: float = DEFAULT_IDLE_WAIT_SECONDS * 1000,
     ) -> None:
         level = synchronous.upper() if isinstance(synchronous, str) else synchronous
         if level not in _DURABLE_LEVELS:
@@ -87,9 +91,10 @@ class SqliteRunStore:
         self._path = os.path.abspath(os.fspath(path))
         self._synchronous = level
         self._busy_timeout_ms = busy_timeout_ms
+        idle_wait = check_idle_wait("SqliteRunStore", idle_wait_ms)
         name = f"SqliteRunStore({self._path!r})"
-        self._writer = GroupCommitWriter(name, self._open_writer)
-        self._readers = WorkerPool(name, 1)
+        self._writer = GroupCommitWriter(name, self._open_writer, idle_wait=idle_wait)
+        self._readers = WorkerPool(name, 1, idle_wait=idle_wait)
         self._reader: sqlite3.Connection | None = None
         self._reader_lock = threading.Lock()
 
@@ -211,14 +216,14 @@ class SqliteRunStore:
         builder = LogBuilder(run_id, self._path)
         for seq, body in rows:
             try:
-                record = loads_log_record(body)
+                record = decode_log_record(body)
             except SerializationError as error:
                 raise CorruptLogError(
                     f"{self._path}, run_records seq {seq}: not a valid log record ({error}). "
                     "The database was altered outside PolyLoop; repair or delete that row "
                     "(keep a copy) before reading this run."
                 ) from None
-            builder.add(record, f"run_records seq {seq}")
+            builder.add(record, "run_records seq", seq)
         return builder.build()
 
     def _reader_connection(self) -> sqlite3.Connection | None:
@@ -240,7 +245,7 @@ class SqliteRunStore:
 
     def _select(self, run_id: str) -> list[tuple[int, str]]:
         reader = self._reader_connection()
-        return [] if reader is None else list(reader.execute(_SELECT, (run_id,)))
+        return [] if reader is None else reader.execute(_SELECT, (run_id,)).fetchall()
 
     def _run_ids(self) -> tuple[str, ...]:
         try:

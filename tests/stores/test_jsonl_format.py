@@ -1,0 +1,179 @@
+"""Reading a run-log file decides exactly as a plain line-by-line reader would.
+
+``parse_log`` decodes the whole file at once and ``scan_tail`` searches instead of splitting;
+both are checked here against straightforward references on files mixing good records, records
+of another run, garbage, lines that are not UTF-8 and torn tails.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from polyloop.errors import CorruptLogError, SerializationError
+from polyloop.ports import RunLog
+from polyloop.serialization import dumps_log_record, loads_log_record
+from polyloop.stores._jsonl_format import parse_log, scan_tail
+from polyloop.types import Intent, ModelCallResult, RunFinished, RunStarted, StepCompleted
+from tests.strategies import log_records
+
+relaxed = settings(
+    max_examples=80,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+RUN_ID = "r"
+
+
+def _reference_log(data: bytes, run_id: str, where: str) -> RunLog:
+    """Split into byte lines, decode each on its own, refuse a bad line unless it is the last."""
+    cut = data.rfind(b"\n") + 1
+    lines = data[:cut].split(b"\n")[:-1] if cut else []
+    started: RunStarted | None = None
+    finished: RunFinished | None = None
+    intents: list[Intent] = []
+    results: list[ModelCallResult] = []
+    steps: list[StepCompleted] = []
+    for index, line in enumerate(lines):
+        position = f"line {index + 1}"
+        try:
+            record = loads_log_record(line.decode("utf-8"))
+        except (SerializationError, UnicodeDecodeError) as error:
+            if index == len(lines) - 1:
+                break
+            raise CorruptLogError(
+                f"{where}, {position}: not a valid log record ({error})."
+            ) from None
+        if record.run_id != run_id:
+            raise CorruptLogError(f"{where}, {position}: holds a record of run")
+        if isinstance(record, RunStarted):
+            if started is not None:
+                raise CorruptLogError(f"{where}, {position}: a second RunStarted for run")
+            started = record
+        elif isinstance(record, Intent):
+            intents.append(record)
+        elif isinstance(record, ModelCallResult):
+            results.append(record)
+        elif isinstance(record, StepCompleted):
+            steps.append(record)
+        else:
+            if finished is not None:
+                raise CorruptLogError(f"{where}, {position}: a second RunFinished for run")
+            finished = record
+    return RunLog(started, tuple(intents), tuple(results), tuple(steps), finished)
+
+
+@dataclass(frozen=True)
+class _Tail:
+    valid_end: int
+    has_started: bool
+    has_finished: bool
+
+
+def _reference_tail(data: bytes) -> _Tail:
+    cut = data.rfind(b"\n") + 1
+    lines = data[:cut].split(b"\n")[:-1] if cut else []
+    valid_end = cut
+    if lines:
+        try:
+            loads_log_record(lines[-1].decode("utf-8"))
+        except (SerializationError, UnicodeDecodeError):
+            valid_end -= len(lines[-1]) + 1
+            lines.pop()
+    return _Tail(
+        valid_end,
+        any(line.startswith(b'{"type":"run_started"') for line in lines),
+        any(line.startswith(b'{"type":"run_finished"') for line in lines),
+    )
+
+
+def _with_run_id(record: Any, run_id: str) -> Any:
+    if isinstance(record, RunFinished):
+        result = record.result
+        return RunFinished(
+            run_id,
+            type(result)(
+                run_id,
+                result.stop_reason,
+                result.final_answer,
+                result.steps,
+                result.schema_version,
+                result.event_delivery_failures,
+            ),
+        )
+    fields = {name: getattr(record, name) for name in record.__dataclass_fields__}
+    fields["run_id"] = run_id
+    return type(record)(**fields)
+
+
+#: Lines a file can hold: good records (of this run, now and then of another), garbage, bytes
+#: that are not UTF-8, a record cut short, blank and whitespace-padded lines.
+_good_lines = log_records.map(lambda record: dumps_log_record(_with_run_id(record, RUN_ID)))
+_lines = st.one_of(
+    *([_good_lines.map(str.encode)] * 6),
+    log_records.map(lambda record: dumps_log_record(_with_run_id(record, "other")).encode()),
+    _good_lines.map(lambda line: line.encode()[: len(line) // 2]),
+    _good_lines.map(lambda line: b"  " + line.encode() + b" "),
+    _good_lines.map(lambda line: b"\xef\xbb\xbf" + line.encode()),
+    st.sampled_from(
+        [
+            b"",
+            b"garbage",
+            b"\xff\xfe not utf-8",
+            b'{"type":"run_started"',
+            b'{"type":"run_finished", "record": 1}',
+        ]
+    ),
+)
+_files = st.builds(
+    lambda lines, tail: b"".join(line + b"\n" for line in lines) + tail,
+    st.lists(_lines, max_size=8),
+    st.sampled_from(
+        [
+            b"",
+            b'{"type":"int',
+            b"\xff",
+            b"garbage",
+            b'{"type":"run_started"',
+            b'{"type":"run_finished"',
+        ]
+    ),
+)
+
+
+def _outcome(function: Any, *args: Any) -> Any:
+    """The log, or the error's position and the start of what it says is wrong there."""
+    try:
+        return function(*args)
+    except CorruptLogError as error:
+        position, rule = str(error).split(": ", 1)
+        return (CorruptLogError, position, rule[:20])
+
+
+@relaxed
+@given(data=_files)
+def test_parse_log_decides_as_a_line_by_line_reader(data: bytes) -> None:
+    """Same log, or the same kind of error naming the same line."""
+    assert _outcome(parse_log, data, RUN_ID, "f") == _outcome(_reference_log, data, RUN_ID, "f")
+
+
+@relaxed
+@given(data=_files)
+def test_scan_tail_decides_as_a_line_by_line_scan(data: bytes) -> None:
+    """Same end of the good part, and the same head and tail flags."""
+    tail = scan_tail(data)
+    assert _Tail(tail.valid_end, tail.has_started, tail.has_finished) == _reference_tail(data)
+
+
+def test_a_line_that_is_not_utf8_is_named_even_when_the_rest_is_text() -> None:
+    """One bad byte sends the whole file down the line-by-line path, which names that line."""
+    good = dumps_log_record(_with_run_id(RunStarted(RUN_ID, {}), RUN_ID)).encode()
+    with pytest.raises(CorruptLogError, match=r"^f, line 2: not a valid log record"):
+        parse_log(good + b"\n\xff\n" + good + b"\n", RUN_ID, "f")
+    # ... and as the last line it is a torn write
+    assert parse_log(good + b"\n\xff\n", RUN_ID, "f").started == RunStarted(RUN_ID, {})
