@@ -73,8 +73,10 @@ def test_a_record_with_one_field_replaced_decodes_as_the_strict_path_says(
 @given(
     st.recursive(
         st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
-        lambda children: st.lists(children, max_size=3)
-        | st.dictionaries(st.text(max_size=8), children, max_size=3),
+        lambda children: (
+            st.lists(children, max_size=3)
+            | st.dictionaries(st.text(max_size=8), children, max_size=3)
+        ),
         max_leaves=12,
     )
 )
