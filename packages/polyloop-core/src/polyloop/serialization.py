@@ -890,14 +890,6 @@ def loads(cls: type[T], text: str | bytes) -> T:
 
 def loads_log_record(text: str | bytes) -> LogRecord:
     """Decode one tagged log record written by :func:`dumps_log_record`."""
-    if type(text) is str:
-        try:
-            payload, end = _scan_once(text, 0)
-        except (StopIteration, ValueError, RecursionError):
-            pass  # the general path below says what is wrong
-        else:
-            if end == len(text):
-                return log_record_from_dict(payload)
     return log_record_from_dict(_parse_json("log record", text))
 
 
