@@ -115,9 +115,18 @@ def _own_methods(protocol: type[Any]) -> list[str]:
 
 
 def test_module_exports_the_seed_names() -> None:
-    """`polyloop.ports.__all__` holds every name of the draft; the only addition is `EventKind`."""
+    """`polyloop.ports.__all__` holds every name of the draft; the additions are `EventKind` and
+    the optional store capabilities (leases, listing, closing)."""
+    additions = {
+        "EventKind",
+        "LeaseHolder",
+        "RunLease",
+        "RunLeasing",
+        "RunListing",
+        "StoreClosing",
+    }
     assert set(ports.__all__) >= SEED_NAMES
-    assert {"EventKind"} == set(ports.__all__) - SEED_NAMES
+    assert additions == set(ports.__all__) - SEED_NAMES
     assert all(hasattr(ports, name) for name in ports.__all__)
 
 

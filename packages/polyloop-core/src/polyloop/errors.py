@@ -5,12 +5,17 @@ Every message says what happened, to which run or record, and what to do next.
 
 from __future__ import annotations
 
+from polyloop._lease import LeaseHolder
+
 __all__ = [
     "ConfigurationError",
     "CorruptLogError",
+    "DuplicateRecordError",
     "EnvironmentFailure",
+    "LeaseLostError",
     "PolyLoopError",
     "RunAlreadyStartedError",
+    "RunLeaseHeldError",
     "RunNotFoundError",
     "SchemaVersionError",
     "SerializationError",
@@ -52,8 +57,46 @@ class StoreError(PolyLoopError):
     """A RunStore could not do what was asked; the message says whether data is at risk."""
 
 
-class RunAlreadyStartedError(StoreError):
+class DuplicateRecordError(StoreError):
+    """A record that a run log holds at most once was written a second time, and refused.
+
+    The loop never writes one (a replay does not write its intent again): a store refuses the
+    second intent of a (run_id, kind, result_id), the second result of a result_id and the
+    second ``StepCompleted`` of a step index, rather than keeping, merging or dropping it.
+    """
+
+
+class RunAlreadyStartedError(DuplicateRecordError):
     """A second ``RunStarted`` (or ``RunFinished``) was written for one run_id."""
+
+
+class LeaseLostError(StoreError):
+    """A store refused a write because the run's lease it was holding is gone.
+
+    Raised by stores whose lease can be lost while the process lives (a server session that
+    died): the write is not stored, and the store never reacquires the lease on its own.
+    """
+
+
+class RunLeaseHeldError(PolyLoopError):
+    """``run``/``resume`` was refused because another driver holds the run's lease right now.
+
+    Raised before anything is read or written and before any seam is called. ``holder`` says
+    who holds it, where the store can tell.
+    """
+
+    def __init__(self, message: str, *, run_id: str, holder: LeaseHolder | None = None) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+        self.holder = holder
+
+    def __reduce__(self) -> tuple[object, ...]:
+        # Keyword-only fields survive pickling (a batch worker may send the error home).
+        return (_rebuild_lease_held, (self.args[0], self.run_id, self.holder))
+
+
+def _rebuild_lease_held(message: str, run_id: str, holder: LeaseHolder | None) -> RunLeaseHeldError:
+    return RunLeaseHeldError(message, run_id=run_id, holder=holder)
 
 
 class RunNotFoundError(PolyLoopError, LookupError):

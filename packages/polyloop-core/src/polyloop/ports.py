@@ -20,6 +20,7 @@ from types import MappingProxyType
 from typing import Protocol, runtime_checkable
 
 from polyloop._frozen import fast_frozen_init
+from polyloop._lease import LeaseHolder
 from polyloop.types import (
     ActionOutcome,
     Intent,
@@ -43,11 +44,16 @@ __all__ = [
     "EventSink",
     "FinalAnswer",
     "InvalidDecision",
+    "LeaseHolder",
     "ModelCall",
     "ModelClient",
     "ParsedReply",
+    "RunLease",
+    "RunLeasing",
+    "RunListing",
     "RunLog",
     "RunStore",
+    "StoreClosing",
     "ToolCall",
 ]
 
@@ -309,3 +315,87 @@ class EventSink(Protocol):
     def parameters(self) -> Mapping[str, str]:
         """Synchronous, no I/O, string values only."""
         ...
+
+
+# ---------------------------------------------------------------------------
+# Optional store capabilities (the seam grows; RunStore itself stays as the seeds fix it)
+# ---------------------------------------------------------------------------
+
+
+@runtime_checkable
+class RunLease(Protocol):
+    """The right to drive one run, held from :meth:`RunLeasing.acquire_run_lease` to release.
+
+    A lease is a handle, never an implicit "current run" of the store: writes still carry their
+    run_id in the record, and a store never infers one from a lease.
+    """
+
+    @property
+    def run_id(self) -> str:
+        """The run this lease is for."""
+        ...
+
+    async def release(self) -> None:
+        """Give the lease back. Idempotent: releasing a released (or lost) lease does nothing.
+
+        Must finish even when the calling task is being cancelled (the loop shields it), and
+        must not raise for a lease whose holder session is already gone.
+        """
+        ...
+
+
+@runtime_checkable
+class RunLeasing(Protocol):
+    """Optional RunStore capability: at most one holder of a run's lease at a time, anywhere.
+
+    ``run`` and ``resume`` take the lease before they read the log and release it on every
+    path. "Anywhere" means every store object on the same storage: in this process, in other
+    processes and, for server stores, on other machines. The operating system or the server
+    frees a lease when its holder dies (no TTL to wait out): a process killed with SIGKILL, or
+    whose connection dropped, holds nothing. A child process forked or spawned by the holder
+    (a tool, an executor) never keeps a lease alive after the holder died.
+
+    A store without this capability keeps working: the loop then refuses a second driver of a
+    run only on the same store object in the same process, and exclusivity across processes
+    is the store's own business.
+    """
+
+    async def acquire_run_lease(self, run_id: str) -> RunLease:
+        """Take the lease of ``run_id`` now, or raise at once.
+
+        Raises :class:`polyloop.errors.RunLeaseHeldError` (naming the holder where it can) when
+        any holder has it — also another store object of this process. Never waits; the loop
+        implements bounded waiting by retrying. Taking a lease creates no run log.
+        """
+        ...
+
+    async def run_lease_holder(self, run_id: str) -> LeaseHolder | None:
+        """Who holds the lease of ``run_id`` now, or ``None`` when nobody does.
+
+        Looks without taking: it never makes a concurrent :meth:`acquire_run_lease` fail. A
+        lease held by a holder the store cannot describe is ``LeaseHolder()``, every field ``None``.
+        """
+        ...
+
+
+@runtime_checkable
+class RunListing(Protocol):
+    """Optional RunStore capability: list the runs a store holds."""
+
+    async def list_run_ids(self) -> tuple[str, ...]:
+        """Every run_id with at least one record, in a stable order the store documents."""
+        ...
+
+
+@runtime_checkable
+class StoreClosing(Protocol):
+    """Optional RunStore capability: release the store's resources (files, threads, sessions).
+
+    Both wait for writes in flight. After closing, the store must not be used; closing twice
+    does nothing. ``close`` blocks and is for synchronous code; ``aclose`` never blocks the
+    event loop.
+    """
+
+    def close(self) -> None: ...
+
+    async def aclose(self) -> None: ...
