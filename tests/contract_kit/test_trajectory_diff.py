@@ -30,38 +30,10 @@ from polyloop.types import (
 from polyloop_contract.snapshot import MASKED, TrajectorySnapshotExtension
 from polyloop_contract.trajectory_diff import trajectory_differences
 from polyloop_contract.trajectory_json import trajectory_json
+from tests.cli._kit import final_step, tool_step
 
-TOOL_STEP = StepRecord(
-    step_idx=0,
-    raw_output='CALL lookup {"order": "A-17"}',
-    content_chars=29,
-    thinking_chars=0,
-    action='CALL lookup {"order": "A-17"}',
-    parse_ok=True,
-    parse_error=None,
-    observation="shipped on Monday",
-    observation_is_synthetic=False,
-    observation_truncated_chars=0,
-    prompt_chars=148,
-    call_id="chatcmpl-1",
-    step_wall_ms=1,
-    tool_name="lookup",
-    tool_arguments='{"order":"A-17"}',
-    action_status=ActionStatus.EXECUTED,
-)
-FINAL_STEP = dataclasses.replace(
-    TOOL_STEP,
-    step_idx=1,
-    raw_output="FINAL: it shipped",
-    content_chars=17,
-    action=None,
-    observation="",
-    prompt_chars=202,
-    call_id="chatcmpl-2",
-    tool_name=None,
-    tool_arguments=None,
-    action_status=None,
-)
+TOOL_STEP = tool_step(0, "lookup", "shipped on Monday")
+FINAL_STEP = final_step(1, "it shipped")
 
 
 def _result(*steps: StepRecord) -> RunResult:
@@ -161,7 +133,7 @@ def test_the_extension_masks_what_a_syrupy_matcher_replaces() -> None:
     extension = TrajectorySnapshotExtension()
     matcher = path_type({"steps.1.call_id": (str,)})
     text = extension.serialize(_result(TOOL_STEP, FINAL_STEP), matcher=matcher)
-    assert ["chatcmpl-1", MASKED] == [step["call_id"] for step in json.loads(text)["steps"]]
+    assert ["call-0", MASKED] == [step["call_id"] for step in json.loads(text)["steps"]]
 
 
 def test_the_extension_refuses_include() -> None:

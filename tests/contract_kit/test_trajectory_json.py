@@ -27,6 +27,7 @@ from polyloop_contract.trajectory_json import (
     run_log_from_json,
     trajectory_json,
 )
+from tests.cli._kit import final_step
 from tests.strategies import (
     intents,
     log_records,
@@ -159,23 +160,8 @@ STARTED = (
 
 
 def _step(**changes: Any) -> StepRecord:
-    """A final-answer step, with ``changes`` applied."""
-    step = StepRecord(
-        step_idx=0,
-        raw_output="FINAL: 42",
-        content_chars=9,
-        thinking_chars=0,
-        action=None,
-        parse_ok=True,
-        parse_error=None,
-        observation="",
-        observation_is_synthetic=False,
-        observation_truncated_chars=0,
-        prompt_chars=10,
-        call_id="c0",
-        step_wall_ms=1,
-    )
-    return dataclasses.replace(step, **changes)
+    """A final-answer step (``FINAL: 42``), with ``changes`` applied."""
+    return dataclasses.replace(final_step(0, "42"), **changes)
 
 
 def test_a_step_snapshot_keeps_the_schema_order_and_version() -> None:

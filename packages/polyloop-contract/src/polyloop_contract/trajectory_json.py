@@ -196,50 +196,52 @@ class _Layout:
         return match.end()
 
     def _object(self, position: int, depth: int, path: _Path, out: list[str]) -> int:
-        if self._source.startswith("}", position):
-            out.append("{}")
-            return position + 1
-        out.append("{")
-        inner = "\n" + _INDENT * (depth + 1)
-        while True:
+        def member(position: int, index: int) -> int:
             key = _STRING.match(self._source, position)
             if key is None:
                 raise self._malformed(position)
             name = json.loads(key.group())
-            out.extend((inner, key.group(), ": "))
+            out.extend((key.group(), ": "))
             position = self._expect(self._skip(key.end()), ":")
-            if self._mask(name, path):
-                position = self._value(position, depth + 1, (*path, name), [])
-                out.append(_MASKED_TOKEN)
-            else:
-                position = self._value(position, depth + 1, (*path, name), out)
-            position = self._skip(position)
-            if self._source.startswith(",", position):
-                out.append(",")
-                position = self._skip(position + 1)
-                continue
-            out.append("\n" + _INDENT * depth + "}")
-            return self._close(position, "}")
+            if not self._mask(name, path):
+                return self._value(position, depth + 1, (*path, name), out)
+            out.append(_MASKED_TOKEN)
+            return self._value(position, depth + 1, (*path, name), [])
+
+        return self._members(position, depth, "{}", member, out)
 
     def _array(self, position: int, depth: int, path: _Path, out: list[str]) -> int:
-        if self._source.startswith("]", position):
-            out.append("[]")
+        def member(position: int, index: int) -> int:
+            return self._value(position, depth + 1, (*path, index), out)
+
+        return self._members(position, depth, "[]", member, out)
+
+    def _members(
+        self,
+        position: int,
+        depth: int,
+        brackets: str,
+        member: Callable[[int, int], int],
+        out: list[str],
+    ) -> int:
+        """The members of an object or array, one per line; ``member(position, index)`` lays
+        out one and returns where it ends."""
+        opener, closer = brackets[0], brackets[1]
+        if self._source.startswith(closer, position):
+            out.append(brackets)
             return position + 1
-        out.append("[")
+        out.append(opener)
         inner = "\n" + _INDENT * (depth + 1)
         index = 0
         while True:
             out.append(inner)
-            position = self._skip(self._value(position, depth + 1, (*path, index), out))
-            if self._source.startswith(",", position):
-                out.append(",")
-                position = self._skip(position + 1)
-                index += 1
-                continue
-            out.append("\n" + _INDENT * depth + "]")
-            return self._close(position, "]")
-
-    def _close(self, position: int, character: str) -> int:
-        if self._source.startswith(character, position):
-            return position + 1
-        raise self._malformed(position)
+            position = self._skip(member(position, index))
+            if not self._source.startswith(",", position):
+                break
+            out.append(",")
+            position = self._skip(position + 1)
+            index += 1
+        out.append("\n" + _INDENT * depth + closer)
+        if not self._source.startswith(closer, position):
+            raise self._malformed(position)
+        return position + 1
