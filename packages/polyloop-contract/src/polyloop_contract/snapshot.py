@@ -61,6 +61,7 @@ class TrajectorySnapshotExtension(SingleFileSnapshotExtension):
 
     _write_mode = WriteMode.TEXT
     file_extension = "json"
+    _file_extension = "json"  # the same setting under its syrupy 4 name
 
     def serialize(
         self,
