@@ -178,14 +178,14 @@ def test_wheels_in_separate_locations_still_form_one_package(wheels: Path, tmp_p
 
 @pytest.mark.slow
 def test_core_wheel_alone_pulls_nothing_heavy(wheels: Path, tmp_path: Path) -> None:
-    """`polyloop-core` alone installs and imports, without httpx, pytest or any stores/adapters."""
+    """`polyloop-core` alone installs and imports, without httpx, pytest, syrupy or stores/adapters."""
     python = _fresh_venv(tmp_path)
     _install(python, wheels, "polyloop-core")
     installed = _run([_uv(), "pip", "freeze", "--python", python], cwd=tmp_path).lower()
     names = {line.split("==")[0].split(" @ ")[0] for line in installed.splitlines() if line}
     assert "polyloop-core" in names
     assert names.isdisjoint(
-        {"httpx", "pytest", "hypothesis", "polyloop-stores", "polyloop-adapters"}
+        {"httpx", "pytest", "hypothesis", "syrupy", "polyloop-stores", "polyloop-adapters"}
     )
     output = _python(
         """

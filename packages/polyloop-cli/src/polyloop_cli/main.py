@@ -388,10 +388,12 @@ def verify(run_id: str | None, check_all: bool, store: str | None, as_json: bool
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["jsonl"]),
+    type=click.Choice(["jsonl", "snapshot"]),
     default="jsonl",
     show_default=True,
-    help="jsonl: one StepRecord per line, exactly as polyloop.serialization.dumps writes it.",
+    help="jsonl: one StepRecord per line, exactly as polyloop.serialization.dumps writes it. "
+    "snapshot: the whole run log as a trajectory snapshot (a pretty-printed JSON array of its "
+    "records), the file polyloop_contract's trajectory_snapshot writes for a RunLog.",
 )
 @click.option(
     "--output",
@@ -406,7 +408,7 @@ def verify(run_id: str | None, check_all: bool, store: str | None, as_json: bool
 def export(
     run_id: str, fmt: str, output_path: Path | None, store: str | None, as_json: bool
 ) -> None:
-    """Export a run's StepRecords, one JSON object per line (the analysis format).
+    """Export a run's StepRecords, one JSON object per line (the analysis format), or its log.
 
     With --output and --json, a JSON summary of the export is printed on stdout.
     """
@@ -418,7 +420,10 @@ def export(
             ExitCode.CORRUPT_LOG,
             f"refusing to export run {run_id!r}, its log is corrupt: {verdict}",
         )
-    lines = "".join(dumps(completed.step) + "\n" for completed in log.steps)
+    if fmt == "snapshot":
+        lines = _snapshot_text(log)
+    else:
+        lines = "".join(dumps(completed.step) + "\n" for completed in log.steps)
     if output_path is None:
         sys.stdout.write(lines)
         sys.stdout.flush()
@@ -434,6 +439,19 @@ def export(
         Output(as_json=True).json(
             {"run_id": run_id, "format": fmt, "steps": len(log.steps), "output": str(output_path)}
         )
+
+
+def _snapshot_text(log: RunLog) -> str:
+    """The run log as polyloop-contract's trajectory snapshot (an optional dependency)."""
+    try:
+        from polyloop_contract.trajectory_json import trajectory_json
+    except ImportError:
+        raise CliError(
+            ExitCode.USAGE,
+            "--format snapshot needs the polyloop-contract package; install it with "
+            "`pip install 'polyloop-cli[snapshot]'`, or export with --format jsonl.",
+        ) from None
+    return trajectory_json(log)
 
 
 def _register_demo() -> None:

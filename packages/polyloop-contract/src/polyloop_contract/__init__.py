@@ -3,6 +3,9 @@
 Install it next to your implementation, define the ``polyloop_*`` fixtures in a
 ``conftest.py`` (see the README), and run ``pytest --polyloop-contract``.
 
+``polyloop_contract.snapshot`` snapshot-tests trajectories with syrupy, in the library's own
+JSON, with a deterministic clock; it needs no flag.
+
 Importing this package is cheap: the suites (and hypothesis) load only when the flag is on.
 """
 
