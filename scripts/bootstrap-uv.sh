@@ -17,7 +17,9 @@ if [ -z "$polyloop_python" ]; then
     exit 1
 fi
 UV="$("$polyloop_python" "$(dirname "${BASH_SOURCE[0]}")/bootstrap_uv.py")" || exit 1
-export UV UV_PYTHON_DOWNLOADS=never
+# uv trusts the system's certificate store, as Python's urllib (the bootstrap) does: behind a TLS-
+# intercepting proxy whose CA the system trusts, both work or neither does.
+export UV UV_PYTHON_DOWNLOADS=never UV_SYSTEM_CERTS="${UV_SYSTEM_CERTS:-1}"
 if ! "$UV" python find '>=3.11' >/dev/null 2>&1; then
     echo "bootstrap-uv: PolyLoop needs Python 3.11 or newer and none is installed (uv is told not to download one); install it (Debian 12: apt-get install python3) and rerun" >&2
     exit 1
