@@ -108,7 +108,7 @@ def _not_found(choice: StoreChoice, run_id: str) -> CliError:
 async def _existing_log(choice: StoreChoice, run_id: str) -> RunLog:
     advice = f"`{suggest('show', run_id, *choice.option)}` shows what can be read."
     async with open_store(choice.url, missing_advice=choice.missing_advice) as store:
-        log = await read_log(store, choice.url, run_id, advice=advice)
+        log = await read_log(store, choice.url, run_id, advice=advice, name_store=not choice.option)
     if log == RunLog():
         raise _not_found(choice, run_id)
     return log

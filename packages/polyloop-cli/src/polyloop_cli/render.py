@@ -102,8 +102,14 @@ class Output:
             return
         cells = [[_cell(value) for value in row] for row in rows]
         widths: list[int | None] = [None] * len(columns)
+        hidden: list[str] = []
         if self.terminal:
-            widths = list(fit_widths(columns, cells, self.out.width, header=header))
+            fitted = fit_widths(columns, cells, self.out.width, header=header)
+            kept = [index for index, width in enumerate(fitted) if width is not None]
+            hidden = [columns[index].header for index in range(len(columns)) if index not in kept]
+            columns = [columns[index] for index in kept]
+            cells = [[row[index] for index in kept] for row in cells]
+            widths = [fitted[index] for index in kept]
         table = Table(
             title=title if self.terminal else None,
             box=box.SIMPLE_HEAD if self.terminal else None,
@@ -125,7 +131,16 @@ class Output:
         for row in cells:
             table.add_row(*row)
         if self.terminal:
-            self.out.print(table)
+            # Only kept columns wider than the terminal make the table wider than it: rich must
+            # not squeeze them (it would break the ids), the terminal wraps the line instead.
+            needed = sum(width or 0 for width in widths) + GAP * (len(widths) - 1)
+            self.out.print(table, width=max(self.out.width, needed))
+            if hidden:
+                self.line(
+                    f"({', '.join(hidden)} not shown: the terminal is too narrow; "
+                    "--json or a pipe shows every column)",
+                    style="dim",
+                )
             return
         # Piped: plain columns without the padding rich adds after the last one.
         with self.out.capture() as captured:
@@ -147,9 +162,10 @@ class Output:
 
 def fit_widths(
     columns: Sequence[Column], rows: Sequence[Sequence[str | Text]], width: int, *, header: bool
-) -> tuple[int, ...]:
+) -> tuple[int | None, ...]:
     """Column widths (without the gaps) that fit ``width``: kept columns at their natural
-    width; free-text columns share the rest, the narrow ones keeping theirs."""
+    width; free-text columns share the rest, the narrow ones keeping theirs. A free-text column
+    left less than :data:`MIN_FREE_TEXT` is dropped (``None``) rather than squeezed."""
     natural = [
         max(
             [_text_width(column.header) if header else 1]
@@ -158,17 +174,22 @@ def fit_widths(
         for index, column in enumerate(columns)
     ]
     free = [index for index, column in enumerate(columns) if column.fit is not Fit.KEEP]
-    room = width - GAP * (len(columns) - 1)
-    room -= sum(natural[index] for index in range(len(columns)) if index not in free)
-    widths = list(natural)
+    widths: list[int | None] = list(natural)
+    shown = len(columns)
+    room = width - sum(natural[index] for index in range(len(columns)) if index not in free)
     pending = sorted(free, key=lambda index: natural[index])
     while pending:
-        share = max(MIN_FREE_TEXT, room // len(pending))
+        available = room - GAP * (shown - 1)
+        share = available // len(pending)
+        if share < MIN_FREE_TEXT:
+            widths[pending.pop()] = None  # the widest free-text column goes first
+            shown -= 1
+            continue
         if natural[pending[0]] <= share:
             room -= natural[pending.pop(0)]
             continue
         for position, index in enumerate(pending):
-            bonus = 1 if share * len(pending) + position < room else 0
+            bonus = 1 if share * len(pending) + position < available else 0
             widths[index] = share + bonus
         break
     return tuple(widths)

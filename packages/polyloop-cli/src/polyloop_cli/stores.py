@@ -213,12 +213,11 @@ async def read_run(store: RunStore, run_id: str) -> RunRead:
         return RunRead(RunLog(), _one_line(error))
 
 
-def damaged_message(run_id: str, url: StoreUrl, advice: str) -> str:
-    """The headline of the error for a run whose log the store cannot read."""
-    return (
-        f"the log of run {shown_id(run_id)} is damaged: the {url.kind} store at {url.path} "
-        f"cannot read it; {advice}"
-    )
+def damaged_message(run_id: str, url: StoreUrl, advice: str, *, name_store: bool = True) -> str:
+    """The headline of the error for a run whose log the store cannot read (``name_store``
+    off when ``advice`` names the store already)."""
+    store = f"the {url.kind} store at {url.path}" if name_store else f"the {url.kind} store"
+    return f"the log of run {shown_id(run_id)} is damaged: {store} cannot read it; {advice}"
 
 
 async def read_log(
@@ -227,13 +226,16 @@ async def read_log(
     run_id: str,
     *,
     advice: str = "back up the store before you repair it.",
+    name_store: bool = True,
 ) -> RunLog:
     """``store.read_log``, or a ``CORRUPT_LOG`` :class:`CliError` when the log is damaged
     (its message ending in ``advice``)."""
     read = await read_run(store, run_id)
     if read.damage is not None:
         raise CliError(
-            ExitCode.CORRUPT_LOG, damaged_message(run_id, url, advice), detail=read.damage
+            ExitCode.CORRUPT_LOG,
+            damaged_message(run_id, url, advice, name_store=name_store),
+            detail=read.damage,
         )
     return read.log
 
