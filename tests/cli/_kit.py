@@ -59,6 +59,40 @@ def clean_env(home: Path, **extra: str) -> dict[str, str]:
     return env
 
 
+def users_shell(home: Path) -> dict[str, str]:
+    """``clean_env`` as the user's own shell has it after the set-up: the virtual environment
+    neither activated nor on PATH (``uv run`` adds it for its child only)."""
+    env = clean_env(home)
+    venv_bin = str(Path(sys.executable).parent)
+    env.pop("VIRTUAL_ENV", None)
+    env["PATH"] = os.pathsep.join(
+        part for part in env.get("PATH", "").split(os.pathsep) if part and part != venv_bin
+    )
+    return env
+
+
+def pasted(line: str, *, env: Mapping[str, str], cwd: Path) -> Completed:
+    """``line`` run by bash exactly as pasted into a shell in ``cwd``."""
+    process = subprocess.run(
+        ["bash", "-c", line],
+        capture_output=True,
+        text=True,
+        env=dict(env),
+        cwd=cwd,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    return Completed(process.returncode, process.stdout, process.stderr)
+
+
+def inspect_commands(demo_output: str) -> list[str]:
+    """The commands the demo prints at its end, under "Inspect"."""
+    lines = demo_output.splitlines()
+    start = next(index for index, line in enumerate(lines) if line.startswith("Inspect"))
+    return [line.strip() for line in lines[start + 1 :] if line.startswith("  ")]
+
+
 def polyloop(
     *args: str, env: Mapping[str, str], cwd: Path | None = None, timeout: float = 60
 ) -> Completed:

@@ -103,8 +103,8 @@ def parse_store_url(text: str) -> StoreUrl:
         # Something like memory:, postgres:, http: — not a path with a colon in it.
         raise CliError(
             ExitCode.BAD_STORE_URL,
-            f"unknown store scheme {scheme!r} in {text!r}; use one of {_EXAMPLES} "
-            "(a memory store does not survive the process, so the command cannot read one).",
+            f"unknown store scheme {scheme!r} in {text!r}; use one of {_EXAMPLES}"
+            + (" (a memory store ends with its process)." if scheme == "memory" else "."),
         )
     path = Path(raw)
     if path.is_dir():
