@@ -237,20 +237,21 @@ def final_step(k: int, answer: str) -> StepRecord:
 
 
 def parse_failure_step(k: int) -> StepRecord:
+    """The step of a reply that did not parse: no action, a synthetic observation."""
     return StepRecord(
         step_idx=k,
-        raw_output="I think I will",
-        content_chars=14,
+        raw_output="gibberish",
+        content_chars=9,
         thinking_chars=0,
         action=None,
         parse_ok=False,
-        parse_error="no CALL or FINAL line",
-        observation="Write CALL <tool> <json> or FINAL: <answer>.",
+        parse_error="Reply with one of: ...",
+        observation="Reply with one of: ...",
         observation_is_synthetic=True,
         observation_truncated_chars=0,
-        prompt_chars=100 + k,
-        call_id=f"call-{k}",
-        step_wall_ms=2,
+        prompt_chars=50,
+        call_id=None,
+        step_wall_ms=1,
     )
 
 
@@ -258,7 +259,7 @@ def parse_failure_records(run_id: str, k: int) -> list[LogRecord]:
     """The three records of one step whose reply did not parse."""
     return [
         model_intent(run_id, k),
-        model_result(run_id, k, "I think I will"),
+        model_result(run_id, k, "gibberish"),
         StepCompleted(run_id, None, None, parse_failure_step(k)),
     ]
 

@@ -63,6 +63,13 @@ def short(result_headline: str, *paths: Path) -> str:
     return result_headline
 
 
+async def filled_jsonl(directory: Path, run_id: str) -> Path:
+    """A JSON Lines store of the 40 runs; returns the file of ``run_id``."""
+    async with JsonlRunStore(directory) as store:
+        await fill(store)
+        return Path(store.path_for(run_id))
+
+
 async def unreadable_by_the_store(path: Path) -> set[str]:
     """The runs whose log the SQLite store itself refuses to read."""
     bad = set()
@@ -171,9 +178,7 @@ async def test_a_jsonl_run_with_a_bad_line_is_shown_up_to_and_past_it(
     tmp_path: Path, env: dict[str, str]
 ) -> None:
     """A replaced middle line: the run is flagged, `show` gives every other record's steps."""
-    async with JsonlRunStore(tmp_path / "runs") as store:
-        await fill(store)
-        path = Path(store.path_for("run-03"))
+    path = await filled_jsonl(tmp_path / "runs", "run-03")
     replace_line(path, 8, b'{"not": "a record"}\n')  # line 9: the StepCompleted of step 1
     url = f"jsonl://{tmp_path / 'runs'}"
     listed = polyloop("runs", "--store", url, "--json", env=env)
@@ -192,9 +197,7 @@ async def test_a_jsonl_file_whose_first_line_is_garbage_does_not_hide_the_other_
     tmp_path: Path, env: dict[str, str]
 ) -> None:
     """The store's own listing fails on such a file; the CLI lists the rest and names it."""
-    async with JsonlRunStore(tmp_path / "runs") as store:
-        await fill(store)
-        path = Path(store.path_for("run-07"))
+    path = await filled_jsonl(tmp_path / "runs", "run-07")
     prepend(path, b"garbage\n")
     result = polyloop("runs", "--store", f"jsonl://{tmp_path / 'runs'}", "--json", env=env)
     assert 6 == result.code

@@ -75,7 +75,7 @@ def test_the_totals_count_the_whole_run_whatever_is_selected(url: str, env: dict
         "steps": STEPS,
         "executed_actions": STEPS - len(PARSE_FAILURES),
         "parse_failures": len(PARSE_FAILURES),
-        "wall_ms": 3 * (STEPS - len(PARSE_FAILURES)) + 2 * len(PARSE_FAILURES),
+        "wall_ms": 3 * (STEPS - len(PARSE_FAILURES)) + 1 * len(PARSE_FAILURES),
         "status": "finished",
         "stop_reason": "step_budget",
         "tail": None,
@@ -85,7 +85,7 @@ def test_the_totals_count_the_whole_run_whatever_is_selected(url: str, env: dict
     assert "Showing steps 27-29 (3 of 30)." in lines
     assert [27, 28, 29] == [int(line.split()[0]) for line in lines if line[:1].isdigit()]
     assert (
-        "Totals: 30 steps, 28 executed actions, 2 parse failures, wall time 88 ms, "
+        "Totals: 30 steps, 28 executed actions, 2 parse failures, wall time 86 ms, "
         "stop reason step_budget."
     ) == lines[-1]
 
