@@ -2,10 +2,13 @@
 # The whole test suite and every quality gate: what CI runs and what the README names.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-command -v uv >/dev/null 2>&1 || python3 -m pip install --quiet --disable-pip-version-check uv
-uv sync --all-packages --frozen
-echo "== ruff"; uv run ruff format --check . && uv run ruff check .
-echo "== import-linter"; uv run lint-imports
-echo "== mypy --strict"; uv run mypy
+source scripts/bootstrap-uv.sh
+# The tools below (contract-suite/run.sh, the wheel-building tests) find the same uv on PATH.
+PATH="$(dirname "$UV"):$PATH"
+export PATH
+"$UV" sync --all-packages --frozen
+echo "== ruff"; "$UV" run --frozen ruff format --check . && "$UV" run --frozen ruff check .
+echo "== import-linter"; "$UV" run --frozen lint-imports
+echo "== mypy --strict"; "$UV" run --frozen mypy
 echo "== contract suite (our implementations through the installed plugin)"; bash contract-suite/run.sh -q
-echo "== pytest"; uv run pytest "$@"
+echo "== pytest"; "$UV" run --frozen pytest "$@"

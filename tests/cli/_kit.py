@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterable, Mapping
@@ -58,6 +59,40 @@ def clean_env(home: Path, **extra: str) -> dict[str, str]:
     return env
 
 
+def users_shell(home: Path) -> dict[str, str]:
+    """``clean_env`` as the user's own shell has it after the set-up: the virtual environment
+    neither activated nor on PATH (``uv run`` adds it for its child only)."""
+    env = clean_env(home)
+    venv_bin = str(Path(sys.executable).parent)
+    env.pop("VIRTUAL_ENV", None)
+    env["PATH"] = os.pathsep.join(
+        part for part in env.get("PATH", "").split(os.pathsep) if part and part != venv_bin
+    )
+    return env
+
+
+def pasted(line: str, *, env: Mapping[str, str], cwd: Path) -> Completed:
+    """``line`` run by bash exactly as pasted into a shell in ``cwd``."""
+    process = subprocess.run(
+        ["bash", "-c", line],
+        capture_output=True,
+        text=True,
+        env=dict(env),
+        cwd=cwd,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    return Completed(process.returncode, process.stdout, process.stderr)
+
+
+def inspect_commands(demo_output: str) -> list[str]:
+    """The commands the demo prints at its end, under "Inspect"."""
+    lines = demo_output.splitlines()
+    start = next(index for index, line in enumerate(lines) if line.startswith("Inspect"))
+    return [line.strip() for line in lines[start + 1 :] if line.startswith("  ")]
+
+
 def polyloop(
     *args: str, env: Mapping[str, str], cwd: Path | None = None, timeout: float = 60
 ) -> Completed:
@@ -73,6 +108,52 @@ def polyloop(
         check=False,
     )
     return Completed(process.returncode, process.stdout, process.stderr)
+
+
+#: Escape sequences a terminal interprets (colour, cursor), removed before reading the screen.
+_TERMINAL_CONTROL = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
+
+
+def polyloop_on_terminal(
+    *args: str, env: Mapping[str, str], columns: int = 80, cwd: Path | None = None
+) -> Completed:
+    """Run ``polyloop`` with stdout and stderr on a real pseudo-terminal ``columns`` wide
+    (``COLUMNS`` set too, as a shell does); returns the screen text without escape codes."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    primary, secondary = pty.openpty()
+    fcntl.ioctl(secondary, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
+    process = subprocess.Popen(
+        [POLYLOOP, *args],
+        stdin=subprocess.DEVNULL,
+        stdout=secondary,
+        stderr=secondary,
+        env={**env, "COLUMNS": str(columns)},
+        cwd=cwd,
+    )
+    os.close(secondary)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(primary, 65536)
+        except OSError:  # EIO: the last writer closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(primary)
+    code = process.wait(timeout=60)
+    screen = _TERMINAL_CONTROL.sub("", b"".join(chunks).decode()).replace("\r\n", "\n")
+    return Completed(code, screen, "")
+
+
+def headline(result: Completed) -> str:
+    """The part of a one-line error before any ``Detail:``, without the ``polyloop: error:``."""
+    line = result.stderr.strip().removeprefix("polyloop: error: ")
+    return line.split(" Detail: ")[0]
 
 
 def assert_one_line_error(result: Completed, code: int) -> None:
@@ -153,6 +234,34 @@ def final_step(k: int, answer: str) -> StepRecord:
         call_id=f"call-{k}",
         step_wall_ms=1,
     )
+
+
+def parse_failure_step(k: int) -> StepRecord:
+    """The step of a reply that did not parse: no action, a synthetic observation."""
+    return StepRecord(
+        step_idx=k,
+        raw_output="gibberish",
+        content_chars=9,
+        thinking_chars=0,
+        action=None,
+        parse_ok=False,
+        parse_error="Reply with one of: ...",
+        observation="Reply with one of: ...",
+        observation_is_synthetic=True,
+        observation_truncated_chars=0,
+        prompt_chars=50,
+        call_id=None,
+        step_wall_ms=1,
+    )
+
+
+def parse_failure_records(run_id: str, k: int) -> list[LogRecord]:
+    """The three records of one step whose reply did not parse."""
+    return [
+        model_intent(run_id, k),
+        model_result(run_id, k, "gibberish"),
+        StepCompleted(run_id, None, None, parse_failure_step(k)),
+    ]
 
 
 def outcome(observation: str = "ok") -> ActionOutcome:

@@ -85,8 +85,11 @@ def url(request: pytest.FixtureRequest) -> str:
 
 
 def test_runs_lists_every_run_with_its_status(url: str, env: dict[str, str]) -> None:
+    """Every run is listed with its status; the corrupt one is flagged and the exit code is 6."""
     result = polyloop("runs", "--store", url, "--json", env=env)
-    assert result.code == 0, result.stderr
+    assert result.code == 6, result.stderr
+    error = json.loads(result.stderr)["error"]
+    assert ("corrupt_log", True) == (error["kind"], "('run-bad')" in error["message"])
     rows = {row["run_id"]: row for row in result.json()["runs"]}
     assert set(rows) == {"run-done", "run-open", "run-bad"}
     assert (rows["run-done"]["status"], rows["run-done"]["stop_reason"]) == (
@@ -103,8 +106,9 @@ def test_runs_lists_every_run_with_its_status(url: str, env: dict[str, str]) -> 
 
 
 def test_runs_piped_is_plain_text(url: str, env: dict[str, str]) -> None:
+    """Piped, `runs` prints plain columns: no escape codes, no trailing spaces."""
     result = polyloop("runs", "--store", url, env=env)
-    assert result.code == 0, result.stderr
+    assert_one_line_error(result, 6)
     assert ANSI_ESCAPE not in result.stdout
     lines = result.stdout.splitlines()
     done = next(line for line in lines if line.startswith("run-done"))

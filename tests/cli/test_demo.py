@@ -109,6 +109,27 @@ def test_demo_text_output_explains_and_is_plain_when_piped(tmp_path: Path) -> No
     assert "did NOT repeat it" in out
     assert "Every action marked never ran at most once" in out
     assert any(store.glob("*.jsonl"))
+    # The ledger goes beside the store, not into ./.polyloop nor into the store's directory.
+    assert (tmp_path / "jsonl-runs-ledger.jsonl").is_file()
+    assert not (tmp_path / "home").exists()
+    assert [] == [path.name for path in store.iterdir() if "ledger" in path.name]
+
+
+def test_every_command_the_demo_prints_works_when_pasted(tmp_path: Path) -> None:
+    """Each "Inspect" line runs, as printed, in the user's shell where polyloop is not on PATH."""
+    from tests.cli._kit import inspect_commands, pasted, users_shell
+
+    env = users_shell(tmp_path / "home")
+    sqlite = tmp_path / "elsewhere" / "runs.sqlite"
+    result = polyloop("demo", "--store", f"sqlite://{sqlite}", env=env, cwd=tmp_path)
+    assert 0 == result.code, result.stderr
+    assert (tmp_path / "elsewhere" / "runs-ledger.jsonl").is_file()
+    commands = inspect_commands(result.stdout)
+    assert ["runs", "show", "plan", "export"] == [line.split()[1] for line in commands]
+    for line in commands:
+        assert " | " not in line
+        ran = pasted(line, env=env, cwd=tmp_path)
+        assert (line, 0) == (line, ran.code), ran.stderr
 
 
 def test_base_url_without_model_is_a_usage_error(tmp_path: Path) -> None:

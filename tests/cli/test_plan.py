@@ -12,7 +12,7 @@ import pytest
 
 from polyloop.serialization import LogRecord
 from polyloop.stores.sqlite import SqliteRunStore
-from polyloop.types import ReplayPolicy, StepCompleted, StepRecord, StopReason
+from polyloop.types import ReplayPolicy, StepCompleted, StopReason
 from tests.cli._kit import (
     ANSI_ESCAPE,
     action_intent,
@@ -20,6 +20,7 @@ from tests.cli._kit import (
     finished,
     model_intent,
     model_result,
+    parse_failure_records,
     polyloop,
     started,
     tool_step,
@@ -28,32 +29,6 @@ from tests.cli._kit import (
 )
 
 SAFE, NEVER = ReplayPolicy.SAFE, ReplayPolicy.NEVER
-
-
-def parse_failure(k: int) -> StepRecord:
-    return StepRecord(
-        step_idx=k,
-        raw_output="gibberish",
-        content_chars=9,
-        thinking_chars=0,
-        action=None,
-        parse_ok=False,
-        parse_error="Reply with one of: ...",
-        observation="Reply with one of: ...",
-        observation_is_synthetic=True,
-        observation_truncated_chars=0,
-        prompt_chars=50,
-        call_id=None,
-        step_wall_ms=1,
-    )
-
-
-def parse_failure_records(run_id: str, k: int) -> list[LogRecord]:
-    return [
-        model_intent(run_id, k),
-        model_result(run_id, k, "gibberish"),
-        StepCompleted(run_id, None, None, parse_failure(k)),
-    ]
 
 
 def case(run_id: str) -> list[LogRecord]:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import email.parser
 import os
+import re
 import shutil
 import subprocess
 import sys
 import textwrap
+import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -15,6 +18,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 FIVE_MODULES = "['ports', 'serialization', 'session', 'tools', 'types']"
 DISTRIBUTIONS = ("polyloop-core", "polyloop-stores", "polyloop-adapters", "polyloop-contract")
+#: Every distribution of the workspace, the command's included.
+PUBLISHED = (*DISTRIBUTIONS, "polyloop-cli")
+#: What an index page cannot show: links into the repository, which no wheel carries.
+REPOSITORY_LINK = re.compile(r"\]\((?!https?://)|\.\./\.\./|research-wiki/|examples/|bench/")
 
 
 def _clean_env() -> dict[str, str]:
@@ -97,19 +104,20 @@ def test_top_level_import_does_not_import_stores_or_adapters(tmp_path: Path) -> 
 
 
 def _uv() -> str:
-    uv = shutil.which("uv")
-    assert uv is not None, "uv must be on PATH to build and install the wheels (see .ci/run)"
+    """The uv running this test (`uv run` and scripts/bootstrap-uv.sh set UV), else PATH's."""
+    uv = os.environ.get("UV") or shutil.which("uv")
+    assert uv is not None, "no uv: run the tests through scripts/test.sh, which installs one"
     return uv
 
 
 @pytest.fixture(scope="module")
 def wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The wheels of the four distributions of SPEC §2, built from this checkout."""
+    """The wheels of every distribution (the four of SPEC §2 and the command), from this checkout."""
     out = tmp_path_factory.mktemp("wheels")
-    for distribution in DISTRIBUTIONS:
+    for distribution in PUBLISHED:
         _run([_uv(), "build", "--package", distribution, "--wheel", "-o", out], cwd=ROOT)
     built = sorted(path.name.split("-")[0] for path in out.glob("*.whl"))
-    assert built == sorted(name.replace("-", "_") for name in DISTRIBUTIONS)
+    assert built == sorted(name.replace("-", "_") for name in PUBLISHED)
     return out
 
 
@@ -197,3 +205,63 @@ def test_core_wheel_alone_pulls_nothing_heavy(wheels: Path, tmp_path: Path) -> N
         cwd=tmp_path,
     )
     assert output.splitlines() == [FIVE_MODULES, "None"]
+
+
+# ---------------------------------------------------------------------------
+# What a package index shows: license, metadata, README
+# ---------------------------------------------------------------------------
+
+
+def test_every_distribution_ships_the_repository_license() -> None:
+    """Each distribution's LICENSE (what its wheel carries) is the repository's MIT license."""
+    license_text = (ROOT / "LICENSE").read_text(encoding="utf-8")
+    assert "MIT License" == license_text.splitlines()[0]
+    assert "Copyright (c) 2026 PolyLoop developers" in license_text
+    copies = {
+        name: (ROOT / "packages" / name / "LICENSE").read_text(encoding="utf-8")
+        for name in PUBLISHED
+    }
+    assert dict.fromkeys(PUBLISHED, license_text) == copies
+
+
+def _metadata(wheel: Path) -> tuple[email.message.Message, str]:
+    """The wheel's METADATA, and its LICENSE as the wheel carries it."""
+    with zipfile.ZipFile(wheel) as archive:
+        (info,) = {name.split("/")[0] for name in archive.namelist() if ".dist-info/" in name}
+        metadata = email.parser.Parser().parsestr(archive.read(f"{info}/METADATA").decode())
+        return metadata, archive.read(f"{info}/licenses/LICENSE").decode()
+
+
+@pytest.mark.slow
+def test_every_wheel_carries_license_classifiers_bounds_and_a_readme_of_its_own(
+    wheels: Path,
+) -> None:
+    """Each wheel has the LICENSE file, an MIT license expression, classifiers, bounded
+    dependencies on its sibling distributions, and a README that links nowhere into the repo."""
+    license_text = (ROOT / "LICENSE").read_text(encoding="utf-8")
+    for wheel in sorted(wheels.glob("*.whl")):
+        metadata, carried = _metadata(wheel)
+        name = metadata["Name"]
+        assert (name, license_text) == (name, carried)
+        assert (name, "MIT", ["LICENSE"]) == (
+            name,
+            metadata["License-Expression"],
+            metadata.get_all("License-File"),
+        )
+        classifiers = set(metadata.get_all("Classifier") or ())
+        assert {
+            "Development Status :: 3 - Alpha",
+            "Programming Language :: Python :: 3.11",
+            "Typing :: Typed",
+        } <= classifiers, name
+        siblings = sorted(
+            requirement
+            for requirement in metadata.get_all("Requires-Dist") or ()
+            if requirement.startswith("polyloop-")
+        )
+        # Hatchling writes the bounds sorted: `polyloop-core<0.2,>=0.1.0`.
+        bounded = [re.sub(r"<0\.2,>=0\.1\.0$", "", requirement) for requirement in siblings]
+        assert (name, [f"{unbounded}<0.2,>=0.1.0" for unbounded in bounded]) == (name, siblings)
+        readme = metadata.get_payload()
+        assert isinstance(readme, str)
+        assert (name, []) == (name, REPOSITORY_LINK.findall(readme))

@@ -44,13 +44,13 @@ from polyloop_cli.demo_task import (
 )
 from polyloop_cli.errors import CliError, ExitCode
 from polyloop_cli.inspection import plan_report, step_row
-from polyloop_cli.render import Output
+from polyloop_cli.invocation import suggest
+from polyloop_cli.render import Column, Fit, Output
 from polyloop_cli.stores import (
     StoreUrl,
     default_store_url,
     open_store,
     parse_store_url,
-    polyloop_home,
     read_log,
 )
 
@@ -106,7 +106,8 @@ def _model_config(base_url: str | None, model: str | None, scripted: bool) -> Mo
     "--ledger",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="The side-effect ledger file. Default: $POLYLOOP_HOME/demo-ledger.jsonl.",
+    help="The side-effect ledger file. Default: beside the store, named after it "
+    "(the default store's is $POLYLOOP_HOME/demo-ledger.jsonl).",
 )
 @click.option(
     "--base-url",
@@ -135,7 +136,7 @@ def demo(
     output = Output(as_json=as_json)
     url = parse_store_url(store if store is not None else default_store_url())
     url = StoreUrl(url.kind, url.path.absolute())
-    ledger_path = (ledger or polyloop_home() / "demo-ledger.jsonl").absolute()
+    ledger_path = (ledger or default_ledger(url)).absolute()
     config = _model_config(base_url, model, scripted)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(2)
     scenarios = [
@@ -152,16 +153,16 @@ def demo(
             "killed inside issue_refund (replay policy never)",
         ),
     ]
-    _intro(output, url, ledger_path, config)
+    asyncio.run(_probe_store(url))
     try:
         ledger_path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise CliError(
             ExitCode.STORE_UNREADABLE,
-            f"cannot create {ledger_path.parent}: {error.strerror}; pass --ledger or set "
+            f"cannot create {ledger_path.parent} ({error.strerror}); pass --ledger or set "
             "POLYLOOP_HOME to a writable place.",
         ) from None
-    asyncio.run(_probe_store(url))
+    _intro(output, url, ledger_path, config)
     for scenario in scenarios:
         asyncio.run(_play(output, scenario, url, ledger_path, config))
     elapsed = time.monotonic() - started
@@ -196,6 +197,14 @@ def demo(
             f"run(s) {', '.join(not_staged)} never reached the tool the demo kills in (the "
             "model chose other actions); rerun, or use the scripted model (--scripted).",
         )
+
+
+def default_ledger(url: StoreUrl) -> Path:
+    """The ledger beside the store, named after it: ``demo.sqlite`` → ``demo-ledger.jsonl``,
+    a JSON Lines directory ``runs/`` → ``runs-ledger.jsonl`` (never inside the directory,
+    where it would pass for a run file)."""
+    stem = url.path.stem if url.kind == "sqlite" else url.path.name
+    return url.path.parent / f"{stem}-ledger.jsonl"
 
 
 async def _probe_store(url: StoreUrl) -> None:
@@ -246,8 +255,9 @@ async def _play(
         if not scenario.killed and failures:
             raise CliError(
                 ExitCode.MODEL_ERROR,
-                f"the model endpoint failed: {' '.join(failures[-1].split())[:300]}; check "
-                "--base-url, --model and OPENAI_API_KEY, or use the scripted model (--scripted).",
+                "the model endpoint failed; check --base-url, --model and OPENAI_API_KEY, or "
+                "use the scripted model (--scripted).",
+                detail=failures[-1][:500],
             )
         output.line(f"  After the kill the log holds {len(log.steps)} completed step(s).")
         if scenario.killed and log.finished is None:
@@ -277,7 +287,9 @@ async def _play(
             except PolyLoopError as error:
                 raise CliError(
                     ExitCode.DEMO_FAILED,
-                    f"resume of {scenario.run_id} failed: {' '.join(str(error).split())}",
+                    f"resume of {scenario.run_id} failed, which the demo never expects; please "
+                    f"report it with the store {url}.",
+                    detail=str(error),
                 ) from None
         finally:
             aclose = getattr(client, "aclose", None)
@@ -366,7 +378,9 @@ async def _crash(
                 code = ExitCode(message.get("code", int(ExitCode.DEMO_FAILED)))
                 raise CliError(
                     code,
-                    f"the worker failed: {message['kind']}: {message['message']}"
+                    f"the demo's worker process failed ({message['kind']}); the detail says "
+                    "why: fix that and rerun the demo.",
+                    detail=message["message"]
                     + (f" ({stderr.strip().splitlines()[-1]})" if stderr.strip() else ""),
                 )
             if kind == "worker_done":
@@ -473,17 +487,25 @@ def _summary(
         for action in scenario.actions:
             rows.append(
                 (
-                    f"{scenario.label} ({scenario.stop_reason})",
+                    scenario.label,
                     action["tool"],
                     action["replay_policy"],
                     action["executions"],
                     action["fate"],
                 )
             )
+    endings = ", ".join(f"run {scenario.label} {scenario.stop_reason}" for scenario in scenarios)
+    output.line("Summary (executions counted in the side-effect ledger, outside the run log)")
+    output.line(f"Stop reasons: {endings}.")
     output.table(
-        ("RUN (STOP REASON)", "ACTION", "REPLAY", "EXECUTIONS", "WHAT HAPPENED AND WHY"),
+        (
+            Column("RUN"),
+            Column("ACTION"),
+            Column("REPLAY"),
+            Column("EXECUTIONS"),
+            Column("WHAT HAPPENED AND WHY", Fit.FOLD),
+        ),
         rows,
-        title="Summary (executions counted in the side-effect ledger, outside the run log)",
     )
     verdict = (
         "Every action marked never ran at most once across the kill and the resume."
@@ -491,10 +513,15 @@ def _summary(
         else "An action marked never ran twice!"
     )
     output.line(verdict, style="bold green" if at_most_once else "bold red")
-    run_b = scenarios[-1].run_id
-    option = f" --store {store_option}" if store_option else ""
-    output.line(
-        f"Inspect: polyloop runs{option} | polyloop show {run_b}{option} | "
-        f"polyloop plan {run_b}{option} | polyloop export {scenarios[0].run_id}{option}"
-    )
     output.line(f"Finished in {elapsed:.1f} s.", style="dim")
+    output.line()
+    option = ("--store", store_option) if store_option else ()
+    run_a, run_b = scenarios[0].run_id, scenarios[-1].run_id
+    output.line("Inspect the runs (each line works when pasted here):")
+    for words in (
+        ("runs",),
+        ("show", run_b),
+        ("plan", run_b),
+        ("export", run_a),
+    ):
+        output.line(f"  {suggest(*words, *option)}")

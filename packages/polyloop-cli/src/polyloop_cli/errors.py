@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-__all__ = ["CliError", "ExitCode"]
+__all__ = ["HEADLINE_LIMIT", "CliError", "ExitCode", "shown_id"]
 
 
 class ExitCode(IntEnum):
@@ -35,14 +35,40 @@ class ExitCode(IntEnum):
     DEMO_FAILED = 9
 
 
-class CliError(Exception):
-    """A user-caused failure: one line of text and the exit code of its class."""
+#: The longest a headline may be (what happened, to what, what to do), before any detail.
+HEADLINE_LIMIT = 200
+#: Run ids in messages are cut to this many characters (a run_id may be 10 kB long).
+SHOWN_ID_LIMIT = 60
 
-    def __init__(self, code: ExitCode, message: str) -> None:
+
+def shown_id(run_id: str) -> str:
+    """``run_id`` quoted for a message, cut short when it is very long."""
+    text = repr(run_id)
+    return text if len(text) <= SHOWN_ID_LIMIT else text[: SHOWN_ID_LIMIT - 1] + "…"
+
+
+class CliError(Exception):
+    """A user-caused failure: the exit code of its class and one line of text.
+
+    ``message`` is the headline: what happened, to which store or run, and what to do, in at
+    most :data:`HEADLINE_LIMIT` characters. ``detail`` (optional) is what a lower layer said,
+    printed after the headline so that it never pushes the advice out of sight.
+    """
+
+    def __init__(self, code: ExitCode, message: str, *, detail: str | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
+        self.detail = detail
 
     @property
     def kind(self) -> str:
         return self.code.name.lower()
+
+    @property
+    def line(self) -> str:
+        """The whole report on one line: the headline, then ``Detail: …`` if there is one."""
+        text = " ".join(self.message.split())
+        if self.detail:
+            text += " Detail: " + " ".join(self.detail.split())
+        return text

@@ -6,20 +6,23 @@ Each returns plain JSON-ready data, rendered as tables or as ``--json`` by :mod:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from polyloop.errors import CorruptLogError
 from polyloop.ports import RunLog
 from polyloop.session import ResumePlan, plan_resume, validate_log
-from polyloop.types import Intent, StepRecord
+from polyloop.types import ActionStatus, Intent, StepRecord
 
 __all__ = [
     "PlanReport",
+    "StepSpan",
     "corruption",
     "plan_report",
     "run_summary",
+    "run_totals",
+    "select_steps",
     "step_row",
 ]
 
@@ -103,9 +106,21 @@ def plan_report(log: RunLog) -> PlanReport:
     return PlanReport(plan, tuple(assumptions))
 
 
-def run_summary(run_id: str, log: RunLog) -> dict[str, Any]:
-    """One row of ``polyloop runs``."""
-    verdict = corruption(log, run_id)
+def run_summary(run_id: str, log: RunLog, damage: str | None = None) -> dict[str, Any]:
+    """One row of ``polyloop runs``. ``damage``: why the store could not read the log (then
+    ``log`` holds what was salvaged, if anything)."""
+    if damage is not None and log == RunLog():
+        return {
+            "run_id": run_id,
+            "started": None,
+            "steps": None,
+            "model": "",
+            "status": "corrupt",
+            "stop_reason": None,
+            "tail": None,
+            "corrupt": damage,
+        }
+    verdict = damage if damage is not None else corruption(log, run_id)
     snapshot: Mapping[str, str] = log.started.parameter_snapshot if log.started else {}
     model = snapshot.get("model_client.model") or snapshot.get("model_client.name") or ""
     kind = snapshot.get("model_client.kind", "")
@@ -159,3 +174,45 @@ def step_row(step: StepRecord, *, width: int = 60) -> dict[str, Any]:
         "prompt_chars": step.prompt_chars,
         "wall_ms": step.step_wall_ms,
     }
+
+
+def run_totals(steps: Sequence[StepRecord], summary: Mapping[str, Any]) -> dict[str, Any]:
+    """The whole run in one line: steps, executed actions, parse failures, wall time, and how
+    it ended (``summary`` is the run's :func:`run_summary`)."""
+    return {
+        "steps": len(steps),
+        "executed_actions": sum(1 for step in steps if step.action_status is ActionStatus.EXECUTED),
+        "parse_failures": sum(
+            1 for step in steps if not step.parse_ok and step.parse_error is not None
+        ),
+        "wall_ms": sum(step.step_wall_ms for step in steps),
+        "status": summary["status"],
+        "stop_reason": summary["stop_reason"],
+        "tail": summary["tail"],
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class StepSpan:
+    """Steps ``first`` to ``last`` (step indexes, both included); ``None`` leaves that end open."""
+
+    first: int | None
+    last: int | None
+
+    def __str__(self) -> str:
+        return (
+            f"{'' if self.first is None else self.first}-{'' if self.last is None else self.last}"
+        )
+
+
+def select_steps(
+    steps: Sequence[StepRecord], *, last: int | None = None, span: StepSpan | None = None
+) -> list[StepRecord]:
+    """The steps ``show`` prints: the last ``last`` of them, or those whose index is in ``span``."""
+    if last is not None:
+        return list(steps[-last:]) if last > 0 else []
+    if span is not None:
+        low = -1 if span.first is None else span.first
+        high = float("inf") if span.last is None else span.last
+        return [step for step in steps if low <= step.step_idx <= high]
+    return list(steps)

@@ -11,9 +11,11 @@ import asyncio
 import json
 import logging
 import os
+import re
 import sys
 import traceback
 from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -21,22 +23,38 @@ import click
 
 from polyloop.ports import RunLog
 from polyloop.serialization import dumps, to_dict
-from polyloop_cli.errors import CliError, ExitCode
-from polyloop_cli.inspection import corruption, plan_report, run_summary, step_row
-from polyloop_cli.render import Output, status_text
+from polyloop.types import StepRecord
+from polyloop_cli.errors import CliError, ExitCode, shown_id
+from polyloop_cli.inspection import (
+    StepSpan,
+    corruption,
+    plan_report,
+    run_summary,
+    run_totals,
+    select_steps,
+    step_row,
+)
+from polyloop_cli.invocation import suggest
+from polyloop_cli.render import Column, Fit, Output, status_text
 from polyloop_cli.stores import (
     StoreUrl,
+    damaged_message,
     default_store_url,
     list_run_ids,
     open_store,
     parse_store_url,
     read_log,
+    read_run,
+    salvage,
 )
 
 __all__ = ["cli", "main"]
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
+
+#: How many unreadable records of a damaged log `show` names (``--json`` has them all).
+UNREADABLE_SHOWN = 10
 
 STORE_HELP = (
     "Store URL: sqlite:///abs/file.sqlite, sqlite:rel/file.sqlite, jsonl:///abs/dir or "
@@ -59,19 +77,40 @@ def json_option(function: F) -> F:
     )(function)
 
 
-def _store_url(value: str | None) -> StoreUrl:
-    return parse_store_url(value if value is not None else default_store_url())
+@dataclass(frozen=True, slots=True)
+class StoreChoice:
+    """The store a command reads, and how the user named it (for the commands it suggests)."""
+
+    url: StoreUrl
+    #: ``("--store", URL)`` when the user passed --store, else ``()`` (the default store).
+    option: tuple[str, ...]
+
+    @property
+    def missing_advice(self) -> str:
+        if self.option:
+            return "pass --store with the path of an existing store."
+        return f"run `{suggest('demo')}` to create the demo store, or pass --store."
 
 
-async def _existing_log(url: StoreUrl, run_id: str) -> RunLog:
-    async with open_store(url) as store:
-        log = await read_log(store, url, run_id)
+def _store(value: str | None) -> StoreChoice:
+    url = parse_store_url(value if value is not None else default_store_url())
+    return StoreChoice(url, () if value is None else ("--store", value))
+
+
+def _not_found(choice: StoreChoice, run_id: str) -> CliError:
+    return CliError(
+        ExitCode.RUN_NOT_FOUND,
+        f"no run {shown_id(run_id)} in the {choice.url.kind} store at {choice.url.path}; list "
+        f"the runs with `{suggest('runs', *choice.option)}`.",
+    )
+
+
+async def _existing_log(choice: StoreChoice, run_id: str) -> RunLog:
+    advice = f"`{suggest('show', run_id, *choice.option)}` shows what can be read."
+    async with open_store(choice.url, missing_advice=choice.missing_advice) as store:
+        log = await read_log(store, choice.url, run_id, advice=advice, name_store=not choice.option)
     if log == RunLog():
-        raise CliError(
-            ExitCode.RUN_NOT_FOUND,
-            f"no run {run_id!r} in the {url.kind} store at {url.path}; list the runs with "
-            f"`polyloop runs --store {url}`.",
-        )
+        raise _not_found(choice, run_id)
     return log
 
 
@@ -90,55 +129,55 @@ def cli() -> None:
 # ---------------------------------------------------------------------------
 
 
+def _untrusted(
+    choice: StoreChoice, bad_runs: Sequence[str], total: int, files: Sequence[str]
+) -> CliError:
+    """The error closing a listing in which some runs (or run files) cannot be trusted."""
+    parts = []
+    if bad_runs:
+        named = ", ".join(shown_id(run_id) for run_id in bad_runs[:3])
+        more = ", …" if len(bad_runs) > 3 else ""
+        parts.append(f"{len(bad_runs)} of {total} runs are corrupt or damaged ({named}{more})")
+    if files:
+        parts.append(f"{len(files)} run file(s) cannot be read")
+    return CliError(
+        ExitCode.CORRUPT_LOG,
+        f"{' and '.join(parts)}; `{suggest('verify', '--all', *choice.option)}` names the bad "
+        "records.",
+    )
+
+
 @cli.command()
 @store_option
 @json_option
 def runs(store: str | None, as_json: bool) -> None:
     """List the runs in a store: id, steps, stop reason or "unfinished"."""
     output = Output(as_json=as_json)
-    url = _store_url(store)
+    choice = _store(store)
+    url = choice.url
 
     async def collect() -> tuple[list[dict[str, Any]], Sequence[str]]:
         rows: list[dict[str, Any]] = []
-        async with open_store(url) as opened:
+        async with open_store(url, missing_advice=choice.missing_advice) as opened:
             listing = await list_run_ids(opened, url)
             for run_id in listing.run_ids:
-                try:
-                    log = await read_log(opened, url, run_id)
-                except CliError as error:
-                    if error.code is not ExitCode.CORRUPT_LOG:
-                        raise
-                    rows.append(
-                        {
-                            "run_id": run_id,
-                            "started": None,
-                            "steps": None,
-                            "model": "",
-                            "status": "corrupt",
-                            "stop_reason": None,
-                            "tail": None,
-                            "corrupt": error.message,
-                        }
-                    )
-                    continue
-                rows.append(run_summary(run_id, log))
+                read = await read_run(opened, run_id)
+                rows.append(run_summary(run_id, read.log, read.damage))
         return rows, listing.unreadable
 
     rows, unreadable = _run(collect())
     if as_json:
         output.json({"store": str(url), "runs": rows, "unreadable": list(unreadable)})
-        return
-    if not rows:
-        output.line(f"No runs in {url}. Run `polyloop demo` to make some.")
+    elif not rows:
+        output.line(f"No runs in {url}. `{suggest('demo')}` makes some.")
     else:
         output.table(
-            ("RUN ID", "STEPS", "STATUS", "TAIL STATE", "MODEL"),
+            (Column("RUN ID"), Column("STEPS"), Column("STATUS"), Column("MODEL", Fit.TRUNCATE)),
             [
                 (
                     row["run_id"],
                     "" if row["steps"] is None else row["steps"],
-                    status_text(row["status"], row["stop_reason"]),
-                    row["tail"] or "",
+                    status_text(row["status"], row["stop_reason"], row["tail"]),
                     row["model"],
                 )
                 for row in rows
@@ -146,7 +185,10 @@ def runs(store: str | None, as_json: bool) -> None:
             title=f"Runs in {url}",
         )
     for problem in unreadable:
-        output.note(f"unreadable run file: {problem}", style="red")
+        output.line(f"unreadable run file: {problem}", style="red")
+    bad = [row["run_id"] for row in rows if row["status"] == "corrupt"]
+    if bad or unreadable:
+        raise _untrusted(choice, bad, len(rows), unreadable)
 
 
 # ---------------------------------------------------------------------------
@@ -154,22 +196,150 @@ def runs(store: str | None, as_json: bool) -> None:
 # ---------------------------------------------------------------------------
 
 
+def _step_span(context: click.Context, parameter: click.Parameter, value: str | None) -> Any:
+    """``--steps``: ``FROM-TO``, ``FROM-``, ``-TO`` or one step index (steps count from 0)."""
+    if value is None:
+        return None
+    text = value.strip()
+    if re.fullmatch(r"\d+", text):
+        return StepSpan(int(text), int(text))
+    both = re.fullmatch(r"(\d*)-(\d*)", text)
+    if both is None or text == "-":
+        raise click.BadParameter(
+            f"{value!r} is not a step range: write FROM-TO (e.g. 10-20), FROM-, -TO or one "
+            "step; steps count from 0.",
+            context,
+            parameter,
+        )
+    first, last = (int(part) if part else None for part in both.groups())
+    if first is not None and last is not None and first > last:
+        raise click.BadParameter(
+            f"{value!r} ends before it starts: write FROM-TO with FROM <= TO.", context, parameter
+        )
+    return StepSpan(first, last)
+
+
+@dataclass(frozen=True, slots=True)
+class ShownLog:
+    """What ``show`` has of a run: its log (or what could be salvaged of it), and why not all."""
+
+    log: RunLog
+    #: The store's account of why it cannot read the log; ``None`` when it could.
+    damage: str | None = None
+    #: With ``damage``: one line per record that could not be salvaged.
+    unreadable: tuple[str, ...] = ()
+
+
+async def _log_to_show(choice: StoreChoice, run_id: str) -> ShownLog:
+    async with open_store(choice.url, missing_advice=choice.missing_advice) as store:
+        read = await read_run(store, run_id)
+        if read.damage is None:
+            if read.log == RunLog():
+                raise _not_found(choice, run_id)
+            return ShownLog(read.log)
+        saved = await salvage(store, choice.url, run_id)
+        return ShownLog(saved.log, read.damage, saved.unreadable)
+
+
+def _duration(milliseconds: int) -> str:
+    if milliseconds < 10_000:
+        return f"{milliseconds} ms"
+    seconds = milliseconds / 1000
+    if seconds < 600:
+        return f"{seconds:.1f} s"
+    minutes, second = divmod(round(seconds), 60)
+    hours, minute = divmod(minutes, 60)
+    return f"{hours} h {minute:02d} min" if hours else f"{minute} min {second:02d} s"
+
+
+def _totals_line(totals: dict[str, Any]) -> str:
+    if totals["status"] == "finished":
+        ending = f"stop reason {totals['stop_reason']}"
+    elif totals["status"] == "corrupt":
+        ending = "log corrupt"
+    else:
+        ending = f"{totals['status']}" + (f", tail {totals['tail']}" if totals["tail"] else "")
+    return (
+        f"Totals: {totals['steps']} steps, {totals['executed_actions']} executed actions, "
+        f"{totals['parse_failures']} parse failures, wall time {_duration(totals['wall_ms'])}, "
+        f"{ending}."
+    )
+
+
+def _step_table(output: Output, steps: Sequence[StepRecord]) -> None:
+    text = Fit.TRUNCATE
+    columns = (
+        Column("STEP"),
+        Column("ACTION", text),
+        Column("PARSE"),
+        Column("STATUS"),
+        Column("OBSERVATION", text),
+        Column("SYNTH"),
+        Column("MS"),
+    )
+    # On a terminal the table cuts the text to fit; piped, each cell keeps 160 characters.
+    width = 10_000 if output.terminal else 160
+    rows = []
+    for step in steps:
+        row = step_row(step, width=width)
+        rows.append(
+            (
+                row["step"],
+                row["action"],
+                row["parse_ok"],
+                row["status"],
+                row["observation"],
+                row["synthetic"],
+                row["wall_ms"],
+            )
+        )
+    output.table(columns, rows)
+
+
 @cli.command()
 @click.argument("run_id")
 @click.option("--full", is_flag=True, help="Every StepRecord field, and the parameter snapshot.")
+@click.option(
+    "--last",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="Only the last N steps.",
+)
+@click.option(
+    "--steps",
+    "span",
+    metavar="FROM-TO",
+    default=None,
+    callback=_step_span,
+    help="Only these steps: FROM-TO (both included), FROM-, -TO, or one step; from 0.",
+)
 @store_option
 @json_option
-def show(run_id: str, full: bool, store: str | None, as_json: bool) -> None:
-    """Show a run's trajectory: one row per step."""
+def show(
+    run_id: str,
+    full: bool,
+    last: int | None,
+    span: StepSpan | None,
+    store: str | None,
+    as_json: bool,
+) -> None:
+    """Show a run's trajectory: one row per step, then the run's totals."""
+    if last is not None and span is not None:
+        raise click.UsageError("give --last or --steps, not both.")
     output = Output(as_json=as_json)
-    url = _store_url(store)
-    log = _run(_existing_log(url, run_id))
-    summary = run_summary(run_id, log)
-    steps = [completed.step for completed in log.steps]
-    pending = _pending(log)
+    choice = _store(store)
+    shown = _run(_log_to_show(choice, run_id))
+    log = shown.log
+    summary = run_summary(run_id, log, shown.damage)
+    every_step = [completed.step for completed in log.steps]
+    steps = select_steps(every_step, last=last, span=span)
+    totals = run_totals(every_step, summary)
+    # What a damaged log seems to have announced last is a guess: say nothing about it.
+    pending = _pending(log) if shown.damage is None else []
     if as_json:
         document: dict[str, Any] = {
-            "store": str(url),
+            "store": str(choice.url),
             **summary,
             "final_answer": None if log.finished is None else log.finished.result.final_answer,
             "event_delivery_failures": None
@@ -177,58 +347,79 @@ def show(run_id: str, full: bool, store: str | None, as_json: bool) -> None:
             else log.finished.result.event_delivery_failures,
             "steps": [to_dict(step) if full else step_row(step, width=10_000) for step in steps],
             "pending": pending,
+            "totals": totals,
         }
+        if shown.damage is not None:
+            document["unreadable_records"] = list(shown.unreadable)
         if full and log.started is not None:
             document["parameter_snapshot"] = dict(log.started.parameter_snapshot)
         output.json(document)
     else:
-        header: list[tuple[str, object]] = [
-            ("run", run_id),
-            ("store", str(url)),
-            ("status", status_text(summary["status"], summary["stop_reason"])),
-            ("steps", len(steps)),
-        ]
-        if log.finished is not None and log.finished.result.final_answer is not None:
-            header.append(("final answer", log.finished.result.final_answer))
-        if summary["tail"]:
-            header.append(("tail state", f"{summary['tail']} (see `polyloop plan {run_id}`)"))
-        output.fields(header)
-        output.line()
-        if full:
-            for step in steps:
-                output.fields(
-                    [(key, _plain(value)) for key, value in to_dict(step).items()],
-                    title=f"Step {step.step_idx}",
-                )
-                output.line()
-            if log.started is not None:
-                output.fields(
-                    sorted(log.started.parameter_snapshot.items()), title="Parameter snapshot"
-                )
-        elif steps:
-            columns = ("STEP", "ACTION", "PARSE", "STATUS", "OBSERVATION", "SYNTH", "MS")
-            width = 60 if output.terminal else 160
-            table_rows = []
-            for step in steps:
-                row = step_row(step, width=width)
-                table_rows.append(
-                    (
-                        row["step"],
-                        row["action"],
-                        row["parse_ok"],
-                        row["status"],
-                        row["observation"],
-                        row["synthetic"],
-                        row["wall_ms"],
-                    )
-                )
-            output.table(columns, table_rows)
-        else:
-            output.line("No step recorded.")
+        _show_text(output, run_id, choice, shown, summary, steps, len(every_step), full)
         for item in pending:
             output.line(f"announced, never completed: {item}", style="yellow")
+        output.line(_totals_line(totals), style="bold")
+    if shown.damage is not None:
+        raise CliError(
+            ExitCode.CORRUPT_LOG,
+            damaged_message(
+                run_id, choice.url, f"shown: the {len(every_step)} step(s) that could be read."
+            ),
+            detail=shown.damage,
+        )
     if summary["corrupt"]:
-        raise CliError(ExitCode.CORRUPT_LOG, f"run {run_id!r}: {summary['corrupt']}")
+        raise CliError(
+            ExitCode.CORRUPT_LOG,
+            f"the log of run {shown_id(run_id)} is corrupt, so resume would refuse it; shown: "
+            "what it holds.",
+            detail=summary["corrupt"],
+        )
+
+
+def _show_text(
+    output: Output,
+    run_id: str,
+    choice: StoreChoice,
+    shown: ShownLog,
+    summary: dict[str, Any],
+    steps: Sequence[StepRecord],
+    total: int,
+    full: bool,
+) -> None:
+    log = shown.log
+    header: list[tuple[str, object]] = [
+        ("run", run_id),
+        ("store", str(choice.url)),
+        ("status", status_text(summary["status"], summary["stop_reason"], summary["tail"])),
+        ("steps", total),
+    ]
+    if log.finished is not None and log.finished.result.final_answer is not None:
+        header.append(("final answer", log.finished.result.final_answer))
+    if summary["tail"]:
+        header.append(("resume plan", f"`{suggest('plan', run_id, *choice.option)}`"))
+    output.fields(header)
+    output.line()
+    for problem in shown.unreadable[:UNREADABLE_SHOWN]:
+        output.line(f"unreadable record: {problem}", style="red")
+    if len(shown.unreadable) > UNREADABLE_SHOWN:
+        more = len(shown.unreadable) - UNREADABLE_SHOWN
+        output.line(f"… and {more} more unreadable records (--json lists them all)", style="red")
+    if len(steps) < total:
+        selected = f"{steps[0].step_idx}-{steps[-1].step_idx} " if steps else ""
+        output.line(f"Showing steps {selected}({len(steps)} of {total}).", style="dim")
+    if not steps:
+        output.line("No step recorded." if total == 0 else "No step in the selection.")
+    elif full:
+        for step in steps:
+            output.fields(
+                [(key, _plain(value)) for key, value in to_dict(step).items()],
+                title=f"Step {step.step_idx}",
+            )
+            output.line()
+    else:
+        _step_table(output, steps)
+    if full and log.started is not None:
+        output.fields(sorted(log.started.parameter_snapshot.items()), title="Parameter snapshot")
 
 
 def _plain(value: object) -> str:
@@ -275,17 +466,19 @@ def _pending(log: RunLog) -> list[str]:
 def plan(run_id: str, store: str | None, as_json: bool) -> None:
     """What `resume` would do now, by the recovery table, and why. Calls no seam."""
     output = Output(as_json=as_json)
-    url = _store_url(store)
-    log = _run(_existing_log(url, run_id))
+    choice = _store(store)
+    log = _run(_existing_log(choice, run_id))
     verdict = corruption(log, run_id)
     if verdict is not None:
         raise CliError(
             ExitCode.CORRUPT_LOG,
-            f"resume would refuse run {run_id!r}: {verdict}",
+            f"resume would refuse run {shown_id(run_id)}: its log is corrupt; "
+            f"`{suggest('show', run_id, *choice.option)}` shows what it holds.",
+            detail=verdict,
         )
     report = plan_report(log)
     if as_json:
-        output.json({"run_id": run_id, "store": str(url), **report.to_json()})
+        output.json({"run_id": run_id, "store": str(choice.url), **report.to_json()})
         return
     data = report.to_json()
     pairs: list[tuple[str, object]] = [
@@ -326,40 +519,33 @@ def verify(run_id: str | None, check_all: bool, store: str | None, as_json: bool
     if (run_id is None) == (not check_all):
         raise click.UsageError("give either a RUN_ID or --all (not both, not neither).")
     output = Output(as_json=as_json)
-    url = _store_url(store)
+    choice = _store(store)
 
     async def check() -> list[dict[str, Any]]:
         results: list[dict[str, Any]] = []
-        async with open_store(url) as opened:
+        async with open_store(choice.url, missing_advice=choice.missing_advice) as opened:
             if run_id is not None:
                 ids: Sequence[str] = (run_id,)
             else:
-                listing = await list_run_ids(opened, url)
+                listing = await list_run_ids(opened, choice.url)
                 ids = listing.run_ids
                 for unreadable in listing.unreadable:
                     results.append({"run_id": None, "ok": False, "problem": unreadable})
             for current in ids:
-                try:
-                    log = await read_log(opened, url, current)
-                except CliError as error:
-                    if error.code is not ExitCode.CORRUPT_LOG:
-                        raise
-                    results.append({"run_id": current, "ok": False, "problem": error.message})
+                read = await read_run(opened, current)
+                if read.damage is not None:
+                    results.append({"run_id": current, "ok": False, "problem": read.damage})
                     continue
-                if log == RunLog() and run_id is not None:
-                    raise CliError(
-                        ExitCode.RUN_NOT_FOUND,
-                        f"no run {current!r} in the {url.kind} store at {url.path}; list the "
-                        f"runs with `polyloop runs --store {url}`.",
-                    )
-                problem = corruption(log, current)
+                if read.log == RunLog() and run_id is not None:
+                    raise _not_found(choice, current)
+                problem = corruption(read.log, current)
                 results.append({"run_id": current, "ok": problem is None, "problem": problem})
         return results
 
     results = _run(check())
     bad = [result for result in results if not result["ok"]]
     if as_json:
-        output.json({"store": str(url), "ok": not bad, "runs": results})
+        output.json({"store": str(choice.url), "ok": not bad, "runs": results})
     else:
         for result in results:
             if result["ok"]:
@@ -368,13 +554,15 @@ def verify(run_id: str | None, check_all: bool, store: str | None, as_json: bool
                 name = result["run_id"] if result["run_id"] is not None else "(unreadable file)"
                 output.line(f"CORRUPT  {name}: {result['problem']}", style="bold red")
         if not results:
-            output.line(f"No runs in {url}.")
+            output.line(f"No runs in {choice.url}.")
     if bad:
         first = bad[0]
+        name = "a run file" if first["run_id"] is None else f"run {shown_id(first['run_id'])}"
         raise CliError(
             ExitCode.CORRUPT_LOG,
-            f"{len(bad)} of {len(results)} run log(s) corrupt; first: "
-            f"{first['run_id'] or '(file)'}: {first['problem']}",
+            f"{len(bad)} of {len(results)} run logs are corrupt; the first is {name}: back up "
+            "the store before you repair or remove it.",
+            detail=first["problem"],
         )
 
 
@@ -412,13 +600,15 @@ def export(
 
     With --output and --json, a JSON summary of the export is printed on stdout.
     """
-    url = _store_url(store)
-    log = _run(_existing_log(url, run_id))
+    choice = _store(store)
+    log = _run(_existing_log(choice, run_id))
     verdict = corruption(log, run_id)
     if verdict is not None:
         raise CliError(
             ExitCode.CORRUPT_LOG,
-            f"refusing to export run {run_id!r}, its log is corrupt: {verdict}",
+            f"refusing to export run {shown_id(run_id)}: its log is corrupt; "
+            f"`{suggest('show', run_id, *choice.option)}` shows what it holds.",
+            detail=verdict,
         )
     if fmt == "snapshot":
         lines = _snapshot_text(log)
@@ -433,7 +623,7 @@ def export(
     except OSError as error:
         raise CliError(
             ExitCode.STORE_UNREADABLE,
-            f"cannot write {output_path}: {error.strerror}; choose a writable --output path.",
+            f"cannot write {output_path} ({error.strerror}); choose a writable --output path.",
         ) from None
     if as_json:
         Output(as_json=True).json(
@@ -490,7 +680,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     try:
         result = cli.main(args=args, prog_name="polyloop", standalone_mode=False)
     except CliError as error:
-        _report(int(error.code), error.kind, error.message, as_json)
+        _report(int(error.code), error.kind, error.line, as_json)
         sys.exit(int(error.code))
     except click.exceptions.NoArgsIsHelpError as error:
         # Bare `polyloop`: the help is the answer, not an error.
@@ -499,7 +689,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     except click.exceptions.UsageError as error:
         hint = ""
         if error.ctx is not None:
-            hint = f" (see `{error.ctx.command_path} --help`)"
+            words = error.ctx.command_path.split()[1:]
+            hint = f" (see `{suggest(*words, '--help')}`)"
         _report(int(ExitCode.USAGE), "usage", error.format_message() + hint, as_json)
         sys.exit(int(ExitCode.USAGE))
     except click.exceptions.Abort:
@@ -519,13 +710,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     except Exception as error:
         if os.environ.get("POLYLOOP_DEBUG"):
             traceback.print_exc()
-        _report(
-            int(ExitCode.INTERNAL),
-            "internal",
-            f"unexpected {type(error).__name__}: {error}. This is a bug in polyloop; rerun with "
+        bug = CliError(
+            ExitCode.INTERNAL,
+            f"unexpected {type(error).__name__}: this is a bug in polyloop; rerun with "
             "POLYLOOP_DEBUG=1 for the traceback and report it.",
-            as_json,
+            detail=str(error),
         )
+        _report(int(bug.code), "internal", bug.line, as_json)
         sys.exit(int(ExitCode.INTERNAL))
     sys.exit(result if isinstance(result, int) else 0)
 

@@ -2,24 +2,54 @@
 
 Colour and box drawing appear only when the stream is a terminal (and ``NO_COLOR`` is unset);
 piped output has no escape codes and no line wrapping, so ``grep`` and ``awk`` work on it.
+
+On a terminal a table fits the terminal's width (``COLUMNS``, else the terminal's own). Each
+column says how it may give way (:class:`Fit`): identifiers, numbers and states never do (an id
+broken over two lines cannot be copied); free text is cut to one line with ``…`` or folded over
+several lines. ``show --full`` is where nothing is cut.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum
 from typing import TextIO
 
 from rich import box
+from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-__all__ = ["Output"]
+__all__ = ["Column", "Fit", "Output", "status_text"]
 
 #: Width used when the stream is not a terminal: wide enough that no row wraps.
 PIPED_WIDTH = 100_000
+#: Spaces between two columns (one of padding, one of the box's invisible divider).
+GAP = 2
+#: A free-text column is never made narrower than this, even if the row then overflows.
+MIN_FREE_TEXT = 8
+
+
+class Fit(Enum):
+    """How a column gives way when a table is wider than the terminal."""
+
+    #: Never: ids, numbers, states, names (the other columns make room).
+    KEEP = "keep"
+    #: Free text cut to one line, ending in ``…``.
+    TRUNCATE = "truncate"
+    #: Free text folded over as many lines as it needs, at word boundaries.
+    FOLD = "fold"
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    header: str
+    fit: Fit = Fit.KEEP
+    style: str = ""
 
 
 def _console(stream: TextIO) -> Console:
@@ -62,30 +92,55 @@ class Output:
 
     def table(
         self,
-        columns: Sequence[str],
+        columns: Sequence[Column],
         rows: Sequence[Sequence[object]],
         *,
         title: str | None = None,
-        styles: Mapping[str, str] | None = None,
         header: bool = True,
     ) -> None:
         if self.as_json:
             return
+        cells = [[_cell(value) for value in row] for row in rows]
+        widths: list[int | None] = [None] * len(columns)
+        hidden: list[str] = []
+        if self.terminal:
+            fitted = fit_widths(columns, cells, self.out.width, header=header)
+            kept = [index for index, width in enumerate(fitted) if width is not None]
+            hidden = [columns[index].header for index in range(len(columns)) if index not in kept]
+            columns = [columns[index] for index in kept]
+            cells = [[row[index] for index in kept] for row in cells]
+            widths = [fitted[index] for index in kept]
         table = Table(
             title=title if self.terminal else None,
             box=box.SIMPLE_HEAD if self.terminal else None,
             show_edge=False,
             pad_edge=False,
+            padding=(0, GAP - 1, 0, 0) if self.terminal else (0, GAP, 0, 0),
             header_style="bold" if self.terminal else "",
             title_justify="left",
             show_header=header,
         )
-        for column in columns:
-            table.add_column(column, style=(styles or {}).get(column, ""), overflow="fold")
-        for row in rows:
-            table.add_row(*(_cell(value) for value in row))
+        for column, width in zip(columns, widths, strict=True):
+            table.add_column(
+                column.header,
+                style=column.style,
+                width=width,
+                no_wrap=column.fit is not Fit.FOLD,
+                overflow="ellipsis" if column.fit is Fit.TRUNCATE else "fold",
+            )
+        for row in cells:
+            table.add_row(*row)
         if self.terminal:
-            self.out.print(table)
+            # Only kept columns wider than the terminal make the table wider than it: rich must
+            # not squeeze them (it would break the ids), the terminal wraps the line instead.
+            needed = sum(width or 0 for width in widths) + GAP * (len(widths) - 1)
+            self.out.print(table, width=max(self.out.width, needed))
+            if hidden:
+                self.line(
+                    f"({', '.join(hidden)} not shown: the terminal is too narrow; "
+                    "--json or a pipe shows every column)",
+                    style="dim",
+                )
             return
         # Piped: plain columns without the padding rich adds after the last one.
         with self.out.capture() as captured:
@@ -96,10 +151,53 @@ class Output:
         self.out.file.flush()
 
     def fields(self, pairs: Sequence[tuple[str, object]], *, title: str | None = None) -> None:
-        """A two-column key/value block."""
+        """A two-column key/value block; long values fold."""
         self.table(
-            ("field", "value"), [(key, value) for key, value in pairs], title=title, header=False
+            (Column("field"), Column("value", Fit.FOLD)),
+            [(key, value) for key, value in pairs],
+            title=title,
+            header=False,
         )
+
+
+def fit_widths(
+    columns: Sequence[Column], rows: Sequence[Sequence[str | Text]], width: int, *, header: bool
+) -> tuple[int | None, ...]:
+    """Column widths (without the gaps) that fit ``width``: kept columns at their natural
+    width; free-text columns share the rest, the narrow ones keeping theirs. A free-text column
+    left less than :data:`MIN_FREE_TEXT` is dropped (``None``) rather than squeezed."""
+    natural = [
+        max(
+            [_text_width(column.header) if header else 1]
+            + [_text_width(row[index]) for row in rows]
+        )
+        for index, column in enumerate(columns)
+    ]
+    free = [index for index, column in enumerate(columns) if column.fit is not Fit.KEEP]
+    widths: list[int | None] = list(natural)
+    shown = len(columns)
+    room = width - sum(natural[index] for index in range(len(columns)) if index not in free)
+    pending = sorted(free, key=lambda index: natural[index])
+    while pending:
+        available = room - GAP * (shown - 1)
+        share = available // len(pending)
+        if share < MIN_FREE_TEXT:
+            widths[pending.pop()] = None  # the widest free-text column goes first
+            shown -= 1
+            continue
+        if natural[pending[0]] <= share:
+            room -= natural[pending.pop(0)]
+            continue
+        for position, index in enumerate(pending):
+            bonus = 1 if share * len(pending) + position < available else 0
+            widths[index] = share + bonus
+        break
+    return tuple(widths)
+
+
+def _text_width(value: str | Text) -> int:
+    plain = value.plain if isinstance(value, Text) else value
+    return max((cell_len(line) for line in plain.splitlines()), default=0)
 
 
 def _cell(value: object) -> str | Text:
@@ -112,12 +210,19 @@ def _cell(value: object) -> str | Text:
     return str(value)
 
 
-def status_text(status: str, stop_reason: str | None) -> Text:
-    """A run's status, coloured by how it ended (colour is dropped when piped)."""
-    if status == "corrupt":
-        return Text("CORRUPT", style="bold red")
-    if status == "unfinished":
-        return Text("unfinished", style="yellow")
-    good = {"task_completed", "agent_finished"}
-    style = "green" if stop_reason in good else "red" if stop_reason else ""
+#: How each run status reads in a table, and its colour. One row per status.
+_STATUS_STYLES = {
+    "corrupt": ("CORRUPT", "bold red"),
+    "unfinished": ("unfinished", "yellow"),
+}
+_GOOD_STOP_REASONS = frozenset({"task_completed", "agent_finished"})
+
+
+def status_text(status: str, stop_reason: str | None, tail: str | None = None) -> Text:
+    """A run's status in one cell, coloured by how it ended (colour is dropped when piped):
+    the stop reason of a finished run, else the status (with the tail state, if known)."""
+    if status in _STATUS_STYLES:
+        label, style = _STATUS_STYLES[status]
+        return Text(f"{label} ({tail})" if tail else label, style=style)
+    style = "green" if stop_reason in _GOOD_STOP_REASONS else "red" if stop_reason else ""
     return Text(stop_reason or status, style=style)

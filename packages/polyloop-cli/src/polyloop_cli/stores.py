@@ -22,13 +22,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from polyloop.errors import CorruptLogError, PolyLoopError, SerializationError
-from polyloop.ports import RunLog, RunStore
-from polyloop_cli.errors import CliError, ExitCode
+from polyloop.errors import PolyLoopError
+from polyloop.ports import RunListing, RunLog, RunStore
+from polyloop_cli.errors import CliError, ExitCode, shown_id
+from polyloop_cli.salvage import Salvage, salvage_jsonl, salvage_sqlite
+from polyloop_cli.store_check import check_store_path, is_run_file_name
 
 __all__ = [
     "DEMO_STORE_NAME",
     "Listing",
+    "RunRead",
     "StoreUrl",
     "default_store_url",
     "list_run_ids",
@@ -36,6 +39,8 @@ __all__ = [
     "parse_store_url",
     "polyloop_home",
     "read_log",
+    "read_run",
+    "salvage",
 ]
 
 Kind = Literal["sqlite", "jsonl"]
@@ -98,8 +103,8 @@ def parse_store_url(text: str) -> StoreUrl:
         # Something like memory:, postgres:, http: — not a path with a colon in it.
         raise CliError(
             ExitCode.BAD_STORE_URL,
-            f"unknown store scheme {scheme!r} in {text!r}; use one of {_EXAMPLES} "
-            "(a memory store does not survive the process, so the command cannot read one).",
+            f"unknown store scheme {scheme!r} in {text!r}; use one of {_EXAMPLES}"
+            + (" (a memory store ends with its process)." if scheme == "memory" else "."),
         )
     path = Path(raw)
     if path.is_dir():
@@ -144,30 +149,25 @@ async def _close(store: object) -> None:
 
 
 @asynccontextmanager
-async def open_store(url: StoreUrl, *, create: bool = False) -> AsyncIterator[RunStore]:
+async def open_store(
+    url: StoreUrl, *, create: bool = False, missing_advice: str | None = None
+) -> AsyncIterator[RunStore]:
     """Open the store at ``url``; unless ``create``, it must already exist (never create one
-    by accident while inspecting)."""
-    if not create:
-        if url.kind == "sqlite" and not url.path.is_file():
-            raise CliError(
-                ExitCode.STORE_NOT_FOUND,
-                f"no SQLite store at {url.path}; run `polyloop demo` to create the demo store, "
-                "or pass --store with the path of an existing store.",
-            )
-        if url.kind == "jsonl" and not url.path.is_dir():
-            raise CliError(
-                ExitCode.STORE_NOT_FOUND,
-                f"no JSON Lines store (directory) at {url.path}; pass --store with the "
-                "directory that holds the run files.",
-            )
-    else:
+    by accident while inspecting). Whatever is at the path must be a store of that kind."""
+    check_store_path(
+        url.kind,
+        url.path,
+        create=create,
+        missing_advice=missing_advice or "pass --store with the path of an existing store.",
+    )
+    if create:
         parent = url.path.parent if url.kind == "sqlite" else url.path
         try:
             parent.mkdir(parents=True, exist_ok=True)
         except OSError as error:
             raise CliError(
                 ExitCode.STORE_UNREADABLE,
-                f"cannot create {parent} for the store: {error.strerror}; choose a writable "
+                f"cannot create {parent} for the store ({error.strerror}); choose a writable "
                 "place with --store or POLYLOOP_HOME.",
             ) from None
     try:
@@ -182,30 +182,73 @@ async def open_store(url: StoreUrl, *, create: bool = False) -> AsyncIterator[Ru
         await _close(store)
 
 
+def _one_line(error: BaseException) -> str:
+    return " ".join(str(error).split()) or type(error).__name__
+
+
 def _unreadable(url: StoreUrl, error: BaseException) -> CliError:
-    text = " ".join(str(error).split()) or type(error).__name__
     return CliError(
         ExitCode.STORE_UNREADABLE,
-        f"cannot read the {url.kind} store at {url.path}: {text}; check that it is a PolyLoop "
-        "store and that you may read it.",
+        f"cannot read the {url.kind} store at {url.path}; check that it is a PolyLoop store and "
+        "that you may read it.",
+        detail=_one_line(error),
     )
 
 
-async def read_log(store: RunStore, url: StoreUrl, run_id: str) -> RunLog:
-    """``store.read_log`` with the store's own failures turned into CLI errors.
+@dataclass(frozen=True, slots=True)
+class RunRead:
+    """One run's log as the store gave it, or why the store could not read it."""
 
-    A store that finds a record it cannot decode raises :class:`CorruptLogError` or a
-    :class:`SerializationError`: both are a corrupt log (``CORRUPT_LOG``).
-    """
+    log: RunLog
+    #: The store's own one-line account of why it cannot read the log; ``None`` when it could.
+    damage: str | None = None
+
+
+async def read_run(store: RunStore, run_id: str) -> RunRead:
+    """``store.read_log``; a failure of this one run (an undecodable record, a damaged page,
+    an unreadable file) is the run's damage, not the end of the command."""
     try:
-        return await store.read_log(run_id)
-    except (CorruptLogError, SerializationError) as error:
+        return RunRead(await store.read_log(run_id))
+    except (PolyLoopError, OSError) as error:
+        return RunRead(RunLog(), _one_line(error))
+
+
+def damaged_message(run_id: str, url: StoreUrl, advice: str, *, name_store: bool = True) -> str:
+    """The headline of the error for a run whose log the store cannot read (``name_store``
+    off when ``advice`` names the store already)."""
+    store = f"the {url.kind} store at {url.path}" if name_store else f"the {url.kind} store"
+    return f"the log of run {shown_id(run_id)} is damaged: {store} cannot read it; {advice}"
+
+
+async def read_log(
+    store: RunStore,
+    url: StoreUrl,
+    run_id: str,
+    *,
+    advice: str = "back up the store before you repair it.",
+    name_store: bool = True,
+) -> RunLog:
+    """``store.read_log``, or a ``CORRUPT_LOG`` :class:`CliError` when the log is damaged
+    (its message ending in ``advice``)."""
+    read = await read_run(store, run_id)
+    if read.damage is not None:
         raise CliError(
             ExitCode.CORRUPT_LOG,
-            f"run {run_id!r}: the store cannot read its log: {' '.join(str(error).split())}",
-        ) from None
-    except (PolyLoopError, OSError) as error:
-        raise _unreadable(url, error) from None
+            damaged_message(run_id, url, advice, name_store=name_store),
+            detail=read.damage,
+        )
+    return read.log
+
+
+async def salvage(store: RunStore, url: StoreUrl, run_id: str) -> Salvage:
+    """The readable records of a damaged run, read record by record from the store's layout."""
+    if url.kind == "sqlite":
+        return await asyncio.to_thread(salvage_sqlite, url.path, run_id)
+    path_for = getattr(store, "path_for", None)
+    path = Path(path_for(run_id)) if callable(path_for) else None
+    if path is None:
+        return Salvage(RunLog(), (f"{url.path}: the store does not say which file holds the run",))
+    return await asyncio.to_thread(salvage_jsonl, path, run_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,22 +263,33 @@ class Listing:
 async def list_run_ids(store: RunStore, url: StoreUrl) -> Listing:
     """Every run_id in the store.
 
-    Uses the store's own ``run_ids()`` when it has one (sync or async). Otherwise, for a
-    JSON Lines store, reads the documented on-disk format: one ``*.jsonl`` file per run whose
-    lines are tagged log records carrying the run_id.
+    Asks the store (``RunListing.list_run_ids``, or a ``run_ids()`` method, sync or async).
+    When it has no listing, or its listing fails on a damaged part, the documented on-disk
+    layout is read instead, unit by unit, so that the readable runs are still listed and the
+    damaged units named: the ``run_records`` table for SQLite, the first line of every run
+    file for JSON Lines.
     """
-    method = getattr(store, "run_ids", None)
+    method: Any = store.list_run_ids if isinstance(store, RunListing) else None
+    method = method or getattr(store, "run_ids", None)
     if callable(method):
         try:
             result = method()
             if inspect.isawaitable(result):
                 result = await result
-        except (PolyLoopError, OSError) as error:
-            raise _unreadable(url, error) from None
-        return Listing(tuple(str(item) for item in result))
+            return Listing(tuple(str(item) for item in result))
+        except (PolyLoopError, OSError):
+            pass  # read the layout instead: it names the damaged unit and lists the rest
     if url.kind == "jsonl":
         return await asyncio.to_thread(_scan_jsonl_directory, url)
     return await asyncio.to_thread(_scan_sqlite_file, url)
+
+
+#: Run ids from the table, then (the table's pages damaged) from the index alone.
+_SQLITE_LISTINGS = (
+    "SELECT run_id FROM run_records GROUP BY run_id ORDER BY MIN(seq)",
+    "SELECT run_id FROM run_records INDEXED BY run_records_by_run GROUP BY run_id "
+    "ORDER BY MIN(seq)",
+)
 
 
 def _scan_sqlite_file(url: StoreUrl) -> Listing:
@@ -245,15 +299,19 @@ def _scan_sqlite_file(url: StoreUrl) -> Listing:
         connection = sqlite3.connect(f"{url.path.resolve().as_uri()}?mode=ro", uri=True)
     except sqlite3.Error as error:
         raise _unreadable(url, error) from None
+    failure: sqlite3.Error | None = None
     try:
-        rows = connection.execute(
-            "SELECT run_id FROM run_records GROUP BY run_id ORDER BY MIN(seq)"
-        ).fetchall()
-    except sqlite3.Error as error:
-        raise _unreadable(url, error) from None
+        for query in _SQLITE_LISTINGS:
+            try:
+                rows = connection.execute(query).fetchall()
+            except sqlite3.Error as error:
+                failure = failure or error
+                continue
+            return Listing(tuple(str(row[0]) for row in rows))
     finally:
         connection.close()
-    return Listing(tuple(str(row[0]) for row in rows))
+    assert failure is not None
+    raise _unreadable(url, failure)
 
 
 def _scan_jsonl_directory(url: StoreUrl) -> Listing:
@@ -262,7 +320,7 @@ def _scan_jsonl_directory(url: StoreUrl) -> Listing:
     ids: list[str] = []
     unreadable: list[str] = []
     try:
-        names = sorted(entry for entry in os.listdir(url.path) if entry.endswith(".jsonl"))
+        names = sorted(entry for entry in os.listdir(url.path) if is_run_file_name(entry))
     except OSError as error:
         raise _unreadable(url, error) from None
     for name in names:
@@ -277,7 +335,7 @@ def _scan_jsonl_directory(url: StoreUrl) -> Listing:
         try:
             record = loads_log_record(first.decode("utf-8"))
         except (PolyLoopError, UnicodeDecodeError, ValueError) as error:
-            unreadable.append(f"{name}, line 1: {' '.join(str(error).split())}")
+            unreadable.append(f"{name}, line 1: {_one_line(error)}")
             continue
         if record.run_id not in ids:
             ids.append(record.run_id)
