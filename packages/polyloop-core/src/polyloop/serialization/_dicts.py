@@ -20,6 +20,7 @@ from polyloop.serialization._schema import (
     StoredField,
     default_name,
     generate_function,
+    unless_default,
 )
 
 __all__ = ["ENCODERS", "build_encoders", "encoder_name", "to_dict"]
@@ -70,12 +71,7 @@ def _encoder_source(cls: type[Any], fields: tuple[StoredField, ...]) -> str:
     entries = ", ".join(f"{f.name!r}: {value_of(f)}" for f in leading)
     lines.append(f"    payload = {{{entries}}}")
     for field in fields[len(leading) :]:
-        entry = f"payload[{field.name!r}] = {value_of(field)}"
-        if field.optional_on_read:
-            lines.append(f"    if {field.name}_ != {default_name(cls, field)}:")
-            lines.append(f"        {entry}")
-        else:
-            lines.append(f"    {entry}")
+        lines += unless_default(cls, field, f"payload[{field.name!r}] = {value_of(field)}")
     lines.append("    return payload")
     return "\n".join(lines) + "\n"
 

@@ -46,6 +46,7 @@ __all__ = [
     "field_tables",
     "generate_function",
     "log_record_tag",
+    "unless_default",
 ]
 
 #: Schema versions this library can read.
@@ -253,6 +254,14 @@ STORED_FIELDS: FieldTables = field_tables(ENCODABLE_TYPES)
 def default_name(cls: type[Any], field: StoredField) -> str:
     """The name under which generated code finds the default of an optional field."""
     return f"_default_{cls.__name__}_{field.name}"
+
+
+def unless_default(cls: type[Any], field: StoredField, statement: str) -> list[str]:
+    """Generated lines (in a function body) running ``statement``, which writes ``field``: for a
+    field added after schema 1.0 only while its value (in local ``<name>_``) is not its default."""
+    if not field.optional_on_read:
+        return [f"    {statement}"]
+    return [f"    if {field.name}_ != {default_name(cls, field)}:", f"        {statement}"]
 
 
 def generate_function(name: str, source: str, namespace: dict[str, Any]) -> Callable[..., Any]:

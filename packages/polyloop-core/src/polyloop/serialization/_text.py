@@ -27,6 +27,7 @@ from polyloop.serialization._schema import (
     field_tables,
     generate_function,
     log_record_tag,
+    unless_default,
 )
 from polyloop.types import RunFinished, RunResult
 
@@ -139,11 +140,7 @@ def _text_source(cls: type[Any], fields: tuple[StoredField, ...]) -> str:
         # Each part with a leading comma; the first comma is cut off at the end.
         lines.append("    text = ''")
         for field, part in parts:
-            if field.optional_on_read:
-                lines.append(f"    if {field.name}_ != {default_name(cls, field)}:")
-                lines.append(f"        text += f',{part}'")
-            else:
-                lines.append(f"    text += f',{part}'")
+            lines += unless_default(cls, field, f"text += f',{part}'")
         lines.append("    return '{' + text[1:] + '}'")
     return "\n".join(lines) + "\n"
 
