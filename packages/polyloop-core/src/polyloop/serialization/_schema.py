@@ -3,7 +3,8 @@ stored fields per record type, derived once from ``dataclasses.fields``.
 
 Every codec of the package (dict encoders, text encoder, strict reader, fast decoders) is built
 from these tables, so a field added to a record in ``polyloop.types`` is written and read
-without touching this package, as long as its type is one of the :class:`Kind`\\ s below.
+without touching this package, as long as its annotation maps to one of the kinds below
+(:class:`Kind`).
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ Encodable = (
 )
 T = TypeVar("T", bound=Encodable)
 
-#: The types ``to_dict``/``from_dict`` take, in the order their error messages do not depend on.
+#: The types ``to_dict``/``from_dict`` take (their error messages list them sorted by name).
 ENCODABLE_TYPES: tuple[type[Encodable], ...] = (
     RunStarted,
     Intent,
