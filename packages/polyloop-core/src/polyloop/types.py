@@ -6,6 +6,18 @@ Nothing here imports another PolyLoop module except :mod:`polyloop.errors`.
 
 Constructors reject only what is structurally impossible (a negative count, an empty
 ``call_id``, a model result that is both a reply and a failure). They never do I/O.
+
+**Adding a field to a stored record.** :mod:`polyloop.serialization` derives how every record
+is written and read from ``dataclasses.fields`` of the classes below, so a new field is declared
+here only (plus ``session._loop``'s positional ``StepRecord`` construction, which a unit test
+holds to the field order). Its annotation must be a type the serialization knows (``str``,
+``int``, ``bool``, a ``StrEnum``, a nested record, ``X | None`` of those). A field added after
+schema 1.0 must be declared ``dataclasses.field(default=..., metadata={"optional_on_read":
+True})``: a stored payload without it then decodes to the default, and the encoders leave it
+out while it equals its default, so logs of runs that never set it do not change. Without that
+marker the field is required on read, and every log written before it existed is refused. A
+library older than the field refuses a payload that carries it, naming record and field
+(design 0023).
 """
 
 from __future__ import annotations

@@ -1,0 +1,211 @@
+"""Every public name stays importable where it is: names may be added, never removed or moved.
+
+The lists below are written out (generated once from each module's ``__all__`` at commit
+1dca546, before issue 18's restructuring), not read from ``__all__`` at run time: a list computed
+from the code would shrink with it and prove nothing. When a module gains a public name, add it
+here; a name that disappears fails this test, whatever moved it. Entry points that other tools
+load by name (the ``polyloop`` console script, the pytest plugin) are checked too.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+#: Module → the public names it offered (its ``__all__``) at commit 1dca546.
+PUBLIC_NAMES: dict[str, tuple[str, ...]] = {
+    "polyloop": (
+        "ports",
+        "serialization",
+        "session",
+        "tools",
+        "types",
+    ),
+    "polyloop.types": (
+        "CURRENT_SCHEMA_VERSION",
+        "ActionOutcome",
+        "ActionStatus",
+        "Budget",
+        "ContentBlock",
+        "Context",
+        "Injection",
+        "Intent",
+        "IntentKind",
+        "Message",
+        "ModelCallResult",
+        "ModelReply",
+        "ReplayPolicy",
+        "Role",
+        "RunFinished",
+        "RunResult",
+        "RunStarted",
+        "StepCompleted",
+        "StepRecord",
+        "StopReason",
+        "SyntheticObservations",
+        "TextBlock",
+    ),
+    "polyloop.ports": (
+        "Action",
+        "ActionExecutor",
+        "Decision",
+        "DecisionParser",
+        "Event",
+        "EventKind",
+        "EventSink",
+        "FinalAnswer",
+        "InvalidDecision",
+        "LeaseHolder",
+        "ModelCall",
+        "ModelClient",
+        "ParsedReply",
+        "RunLease",
+        "RunLeasing",
+        "RunListing",
+        "RunLog",
+        "RunStore",
+        "StoreClosing",
+        "ToolCall",
+    ),
+    "polyloop.tools": (
+        "RegistryExecutor",
+        "Tool",
+        "ToolHandler",
+        "ToolRegistry",
+        "ToolSpec",
+        "canonical_arguments",
+    ),
+    "polyloop.serialization": (
+        "LOG_RECORD_TYPES",
+        "READABLE_SCHEMA_VERSIONS",
+        "LogRecord",
+        "dumps",
+        "dumps_log_record",
+        "from_dict",
+        "loads",
+        "loads_log_record",
+        "log_record_from_dict",
+        "log_record_tag",
+        "to_dict",
+    ),
+    "polyloop.session": (
+        "DEFAULT_EVENT_TIMEOUT_SECONDS",
+        "OBSERVATION_TOKEN",
+        "TOOLS_TOKEN",
+        "AgentDefinition",
+        "ResumeMove",
+        "ResumePlan",
+        "RunRequest",
+        "TailState",
+        "action_result_id",
+        "merge_snapshots",
+        "model_result_id",
+        "plan_resume",
+        "resume",
+        "run",
+        "run_snapshot",
+        "stop_after_step",
+        "validate_log",
+    ),
+    "polyloop.errors": (
+        "ConfigurationError",
+        "CorruptLogError",
+        "DuplicateRecordError",
+        "EnvironmentFailure",
+        "LeaseLostError",
+        "PolyLoopError",
+        "RunAlreadyStartedError",
+        "RunLeaseHeldError",
+        "RunNotFoundError",
+        "SchemaVersionError",
+        "SerializationError",
+        "SnapshotMismatchError",
+        "StoreError",
+        "ToolCallRejected",
+    ),
+    "polyloop.testing": (
+        "LineDecisionParser",
+        "NullEventSink",
+        "RecordingEventSink",
+        "ScriptExhaustedError",
+        "ScriptedExecutor",
+        "ScriptedModelClient",
+        "reply",
+    ),
+    "polyloop.stores.memory": ("MemoryRunStore",),
+    "polyloop.stores.jsonl": ("JsonlRunStore",),
+    "polyloop.stores.sqlite": ("SqliteRunStore",),
+    "polyloop.adapters.gateway": (
+        "BINDING_HEADER",
+        "CALL_INDEX_HEADER",
+        "RESULT_ID_HEADER",
+        "RUN_ID_HEADER",
+        "GatewayConnectionError",
+        "GatewayEmptyChoicesError",
+        "GatewayError",
+        "GatewayMalformedResponseError",
+        "GatewayModelClient",
+        "GatewayStatusError",
+        "GatewayTimeoutError",
+    ),
+    "polyloop.adapters.mcp": (
+        "ALL_TOOLS",
+        "AllTools",
+        "McpBindError",
+        "McpError",
+        "McpExecutor",
+        "McpServer",
+        "McpServerStartError",
+        "McpServerUnavailable",
+        "McpToolBinder",
+        "McpToolFailed",
+        "McpToolNotOffered",
+        "McpToolSet",
+    ),
+    "polyloop.adapters.container": (
+        "DEFAULT_DOCKER_IMAGE",
+        "BackendUnavailableError",
+        "BubblewrapBackend",
+        "ContainerError",
+        "ContainerExecutor",
+        "DockerBackend",
+        "FirstCodeBlockParser",
+        "ImageBuildError",
+        "LaunchSpec",
+        "Limits",
+        "Sandbox",
+        "SandboxBackend",
+        "SessionDeadError",
+        "build_rootfs",
+        "ensure_docker_image",
+        "remove_orphan_containers",
+    ),
+    "polyloop_contract": (
+        "STORE_CAPABILITIES",
+        "StoreCapabilities",
+    ),
+}
+
+#: Names other tools load from these modules (console script, pytest11 entry point).
+ENTRY_POINTS: dict[str, tuple[str, ...]] = {
+    "polyloop_cli.main": ("main", "cli"),
+    "polyloop_contract.plugin": ("pytest_addoption",),
+}
+
+
+@pytest.mark.parametrize(("module_name", "names"), PUBLIC_NAMES.items(), ids=list(PUBLIC_NAMES))
+def test_every_public_name_is_still_offered_where_it_was(
+    module_name: str, names: tuple[str, ...]
+) -> None:
+    """Each listed name is still an attribute of its module and still listed in its `__all__`."""
+    module = importlib.import_module(module_name)
+    assert [] == [name for name in names if not hasattr(module, name)]
+    assert [] == [name for name in names if name not in module.__all__]
+
+
+@pytest.mark.parametrize(("module_name", "names"), ENTRY_POINTS.items(), ids=list(ENTRY_POINTS))
+def test_entry_points_still_resolve(module_name: str, names: tuple[str, ...]) -> None:
+    """The objects that the console script and the pytest plugin entry point name still exist."""
+    module = importlib.import_module(module_name)
+    assert [] == [name for name in names if not callable(getattr(module, name, None))]
