@@ -21,7 +21,7 @@ DISTRIBUTIONS = ("polyloop-core", "polyloop-stores", "polyloop-adapters", "polyl
 #: Every distribution of the workspace, the command's included.
 PUBLISHED = (*DISTRIBUTIONS, "polyloop-cli")
 #: What an index page cannot show: links into the repository, which no wheel carries.
-REPOSITORY_LINK = re.compile(r"\]\((?!https?://)|\.\./\.\./|research-wiki/|examples/|bench/")
+REPOSITORY_LINK = re.compile(r"\]\((?!https?://|#)|\.\./\.\./|research-wiki/|examples/|bench/")
 
 
 def _clean_env() -> dict[str, str]:
@@ -254,8 +254,8 @@ def test_every_wheel_carries_license_classifiers_bounds_and_a_readme_of_its_own(
             "Programming Language :: Python :: 3.11",
             "Typing :: Typed",
         } <= classifiers, name
-        siblings = sorted(
-            requirement
+        siblings = sorted(  # the environment marker of an extra (`; extra == "x"`) aside
+            requirement.split(";")[0].strip()
             for requirement in metadata.get_all("Requires-Dist") or ()
             if requirement.startswith("polyloop-")
         )
