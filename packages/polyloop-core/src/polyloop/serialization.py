@@ -5,7 +5,9 @@ the JSON text. Log records travel tagged (``dumps_log_record``/``loads_log_recor
 can keep the five kinds in one stream.
 
 Decoding is strict: a payload must carry every field of its type and no other, with the right
-JSON type. ``RunStarted``, ``StepRecord`` and ``RunResult`` must carry ``schema_version`` equal
+JSON type. The one exception is a field added after schema 1.0, declared with the field metadata
+``{"optional_on_read": True}``: it may be absent (it then reads as its default), and it is
+written only when it differs from its default, so records that do not use it stay byte-identical. ``RunStarted``, ``StepRecord`` and ``RunResult`` must carry ``schema_version`` equal
 to a version this library reads (only ``1`` today); defaults apply only when building records
 in code, never when reading. Every error names the record and the field.
 """
@@ -15,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from enum import StrEnum
 from typing import Any, TypeVar, cast
 
@@ -87,7 +89,17 @@ E = TypeVar("E", bound=StrEnum)
 
 
 def _reply(value: ModelReply) -> dict[str, Any]:
-    return {"call_id": value.call_id, "content": value.content, "thinking": value.thinking}
+    payload: dict[str, Any] = {
+        "call_id": value.call_id,
+        "content": value.content,
+        "thinking": value.thinking,
+    }
+    # Fields added after schema 1.0: written only when set (see the module docstring).
+    if value.finish_reason is not None:
+        payload["finish_reason"] = value.finish_reason
+    if value.usage is not None:
+        payload["usage"] = dict(value.usage)
+    return payload
 
 
 def _outcome(value: ActionOutcome) -> dict[str, Any]:
@@ -415,6 +427,21 @@ class _Reader:
             raise self._wrong(name, "a list", value)
         return [_Reader(f"{self._path}.{name}[{i}]", item) for i, item in enumerate(value)]
 
+    def present(self, name: str) -> bool:
+        """Whether a field that may be absent (``optional_on_read``) is in the payload."""
+        return name in self._payload
+
+    def int_mapping(self, name: str) -> dict[str, int]:
+        value = self._get(name)
+        if not isinstance(value, dict):
+            raise self._wrong(name, "an object of integers", value)
+        for key, item in value.items():
+            if isinstance(item, bool) or not isinstance(item, int):
+                raise SerializationError(
+                    f"{self._path}.{name}[{key!r}]: expected an integer, got {type(item).__name__}."
+                )
+        return cast(dict[str, int], value)
+
     def str_mapping(self, name: str) -> dict[str, str]:
         value = self._get(name)
         if not isinstance(value, dict):
@@ -470,6 +497,8 @@ def _read_reply(r: _Reader) -> ModelReply:
             call_id=r.opt_string("call_id"),
             content=r.string("content"),
             thinking=r.string("thinking"),
+            finish_reason=r.opt_string("finish_reason") if r.present("finish_reason") else None,
+            usage=r.int_mapping("usage") if r.present("usage") else None,
         ),
     )
     r.done()
@@ -649,7 +678,9 @@ _STEP_FIELDS = (
     "prompt_chars", "call_id", "step_wall_ms", "tool_name", "tool_arguments", "action_status",
     "env_reported_completion", "schema_version",
 )  # fmt: skip
-_REPLY_FIELDS = ("call_id", "content", "thinking")
+_REPLY_FIELDS = ("call_id", "content", "thinking", "finish_reason", "usage")
+#: The fields every stored reply has; the others are ``optional_on_read``.
+_REPLY_REQUIRED = 3
 _OUTCOME_FIELDS = (
     "status", "observation", "observation_is_synthetic", "env_reported_completion",
     "observation_truncated_chars",
@@ -739,7 +770,7 @@ def _fast_step(p: Any) -> StepRecord | None:
 
 
 def _fast_reply(p: Any) -> ModelReply | None:
-    if type(p) is not dict or len(p) != len(_REPLY_FIELDS):
+    if type(p) is not dict:
         return None
     call_id = p["call_id"]
     content = p["content"]
@@ -748,7 +779,20 @@ def _fast_reply(p: Any) -> ModelReply | None:
         type(content) is str and type(thinking) is str and (call_id is None or type(call_id) is str)
     ):
         return None
-    return ModelReply(call_id, content, thinking)
+    if len(p) == _REPLY_REQUIRED:
+        return ModelReply(call_id, content, thinking)
+    finish_reason = p.get("finish_reason")
+    usage = p.get("usage")
+    if len(p) != _REPLY_REQUIRED + ("finish_reason" in p) + ("usage" in p) or not (
+        (finish_reason is None or type(finish_reason) is str)
+        and (usage is None or (type(usage) is dict and _all_ints(usage.values())))
+    ):
+        return None  # the strict path says what is wrong
+    return ModelReply(call_id, content, thinking, finish_reason, usage)
+
+
+def _all_ints(values: Iterable[object]) -> bool:
+    return all(type(value) is int for value in values)
 
 
 def _fast_outcome(p: Any) -> ActionOutcome | None:
