@@ -22,7 +22,14 @@ import click
 from polyloop.ports import RunLog
 from polyloop.serialization import dumps, to_dict
 from polyloop_cli.errors import CliError, ExitCode
-from polyloop_cli.inspection import corruption, plan_report, run_summary, step_row
+from polyloop_cli.inspection import (
+    corruption,
+    model_calls_json,
+    model_usage_fields,
+    plan_report,
+    run_summary,
+    step_row,
+)
 from polyloop_cli.render import Output, status_text
 from polyloop_cli.stores import (
     StoreUrl,
@@ -176,6 +183,7 @@ def show(run_id: str, full: bool, store: str | None, as_json: bool) -> None:
             if log.finished is None
             else log.finished.result.event_delivery_failures,
             "steps": [to_dict(step) if full else step_row(step, width=10_000) for step in steps],
+            "model_calls": model_calls_json(log),
             "pending": pending,
         }
         if full and log.started is not None:
@@ -192,6 +200,7 @@ def show(run_id: str, full: bool, store: str | None, as_json: bool) -> None:
             header.append(("final answer", log.finished.result.final_answer))
         if summary["tail"]:
             header.append(("tail state", f"{summary['tail']} (see `polyloop plan {run_id}`)"))
+        header += model_usage_fields(log)
         output.fields(header)
         output.line()
         if full:
