@@ -13,9 +13,8 @@ The canonical form, exactly: the text; then for each call, a ``"\\n"`` if anythi
 ``<tool_call>\\n``, the JSON object ``{"name": ..., "arguments": ...}`` (``json.dumps`` with
 ``ensure_ascii=False`` and default separators, keys in that order, the arguments' own keys in
 the order the model sent them, ``</tool_call>`` inside a string written ``<\\/tool_call>``),
-and ``\\n</tool_call>``. Arguments that were not a JSON object
-(a model can send broken JSON) are kept as the JSON string of their raw text, never dropped.
-It is the format Hermes- and Qwen-style models write themselves, so the same parser also reads
+and ``\\n</tool_call>``. Arguments that were not a JSON object (a model can send broken JSON)
+are kept as the JSON string of their raw text, never dropped. It is the format Hermes- and Qwen-style models write themselves, so the same parser also reads
 tool calls that such a model wrote as plain text.
 
 :func:`parse_tool_calls` reads the form back (the round trip is exact whenever the text holds
