@@ -60,6 +60,8 @@ class Lifeline:
     def signal(self, signum: int = signal.SIGUSR1) -> bool:
         """Send ``signum`` to this lifeline's launcher if it is still a child of this process
         (Linux: found through /proc; SIGUSR1 makes it kill its server at once). True if sent."""
+        if not hasattr(os, "pidfd_open"):
+            return False  # not Linux: the launcher is not found, its server gets the SDK's grace
         for pid in _children_of_this_process():
             pidfd = None
             with contextlib.suppress(OSError):
