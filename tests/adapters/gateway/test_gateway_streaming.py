@@ -55,6 +55,7 @@ async def _both(root: str, key: str) -> tuple[ModelReply, ModelReply]:
         return await whole.call(CALL), await streamed.call(CALL)
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(answer=answers)
 def test_a_streamed_reply_equals_the_whole_reply_for_the_same_answer(
