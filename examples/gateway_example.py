@@ -5,21 +5,30 @@
 
 (``POLYLOOP_API_KEY`` is sent as the bearer token when set.) Without ``POLYLOOP_GATEWAY_URL``
 the example starts a tiny stand-in gateway on 127.0.0.1 that always answers ``FINAL: 4``, so
-it runs anywhere.
+it runs anywhere. When the model call fails, it prints why and exits with status 1.
 """
 
 import asyncio
 import json
 import os
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from polyloop.adapters.gateway import GatewayModelClient
+from polyloop.adapters.gateway import GATEWAY_URL_VARIABLE, MODEL_VARIABLE, GatewayModelClient
 from polyloop.session import AgentDefinition, RunRequest, run
 from polyloop.stores.memory import MemoryRunStore
 from polyloop.testing import LineDecisionParser, NullEventSink
 from polyloop.tools import ToolRegistry
-from polyloop.types import Budget, Context, Message, ReplayPolicy, Role, SyntheticObservations
+from polyloop.types import (
+    Budget,
+    Context,
+    Message,
+    ReplayPolicy,
+    Role,
+    StopReason,
+    SyntheticObservations,
+)
 from polyloop.types import TextBlock as Text
 
 
@@ -37,15 +46,13 @@ class StandIn(BaseHTTPRequestHandler):
         pass
 
 
-async def main(base_url: str, model_name: str) -> None:
+async def main(environ: dict[str, str]) -> int:
     texts = SyntheticObservations("Call rejected.", "Environment failed.", "Model call failed.")
     tools = ToolRegistry()
-    async with GatewayModelClient(
-        base_url, model_name, api_key=os.environ.get("POLYLOOP_API_KEY"), temperature=0.0
-    ) as model:
-        definition = AgentDefinition(
-            model, LineDecisionParser(), MemoryRunStore(), NullEventSink(), texts
-        )
+    store = MemoryRunStore()
+    # Reads POLYLOOP_GATEWAY_URL, POLYLOOP_MODEL and (when set) POLYLOOP_API_KEY.
+    async with GatewayModelClient.from_environment(environ, temperature=0.0) as model:
+        definition = AgentDefinition(model, LineDecisionParser(), store, NullEventSink(), texts)
         request = RunRequest(
             run_id="gateway-example-1",
             budget=Budget(max_steps=3, max_actions=1, max_consecutive_parse_failures=2, max_prompt_chars=20_000),
@@ -63,18 +70,25 @@ async def main(base_url: str, model_name: str) -> None:
             cancel_grace_seconds=1.0,
         )  # fmt: skip
         result = await run(definition, request)
+    if result.stop_reason is StopReason.LLM_ERROR:
+        # The step holds only the synthetic observation; the log keeps what really failed.
+        failure = (await store.read_log(request.run_id)).model_results[-1].failure
+        print(f"The model call failed: {failure}", file=sys.stderr)
+        return 1
     print(result.stop_reason.value, result.final_answer, result.steps[0].call_id)
+    return 0
 
 
 if __name__ == "__main__":
-    url = os.environ.get("POLYLOOP_GATEWAY_URL")
+    environ = dict(os.environ)
     server = None
-    if url is None:
+    if GATEWAY_URL_VARIABLE not in environ:
         server = ThreadingHTTPServer(("127.0.0.1", 0), StandIn)
         threading.Thread(target=server.serve_forever, daemon=True).start()
-        url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+        environ[GATEWAY_URL_VARIABLE] = f"http://127.0.0.1:{server.server_address[1]}/v1"
+        environ.setdefault(MODEL_VARIABLE, "demo-model")
     try:
-        asyncio.run(main(url, os.environ.get("POLYLOOP_MODEL", "demo-model")))
+        sys.exit(asyncio.run(main(environ)))
     finally:
         if server is not None:
             server.shutdown()

@@ -1,15 +1,17 @@
-"""A governed run whose tools come from an MCP server, bound through a fail-closed allow-list.
+"""A governed run whose tools come from two MCP servers, bound through fail-closed allow-lists
+into one registry.
 
     uv run python examples/mcp_example.py
 
-Needs the MCP extra (``pip install 'polyloop-adapters[mcp]'``). The MCP server is this very
-file started with ``--serve`` (written with the MCP SDK's server API); the model is scripted.
+Needs the MCP extra (``pip install 'polyloop-adapters[mcp]'``). Both MCP servers are this very
+file started with ``--serve`` (written with the MCP SDK's server API), so they offer the same
+tool names: the second one is bound with a prefix. The model is scripted.
 """
 
 import asyncio
 import sys
 
-from polyloop.adapters.mcp import McpServer, McpToolBinder
+from polyloop.adapters.mcp import McpBinding, McpServer, McpToolBinder
 from polyloop.session import AgentDefinition, RunRequest, run
 from polyloop.stores.memory import MemoryRunStore
 from polyloop.testing import LineDecisionParser, NullEventSink, ScriptedModelClient, reply
@@ -45,11 +47,18 @@ def serve() -> None:
 
 
 async def main() -> None:
-    notes_server = McpServer("notes", command=sys.executable, args=[__file__, "--serve"])
-    async with McpToolBinder([notes_server]) as binder:
-        # Only these two tools are bound; a missing name would raise McpToolNotOffered.
-        # add_note is declared safe to repeat on resume; everything else stays NEVER.
-        toolset = await binder.bind("notes", allow=["add_note", "count_notes"], safe=["add_note"])
+    notes = McpServer("notes", command=sys.executable, args=[__file__, "--serve"])
+    archive = McpServer("archive", command=sys.executable, args=[__file__, "--serve"])
+    async with McpToolBinder([notes, archive], max_output_chars=10_000) as binder:
+        # Only the listed tools are bound; a missing name would raise McpToolNotOffered.
+        # add_note is declared safe to repeat on resume; everything else stays NEVER. Both
+        # servers offer count_notes: the archive's is bound as archive_count_notes.
+        toolset = await binder.bind_all(
+            [
+                McpBinding("notes", ["add_note", "count_notes"], safe=["add_note"]),
+                McpBinding("archive", ["count_notes"], prefix="archive_"),
+            ]
+        )
         model = ScriptedModelClient(
             [
                 reply('CALL add_note {"text": "buy milk"}'),

@@ -93,7 +93,21 @@ call_ids = st.none() | st.text(_characters, min_size=1, max_size=40)
 
 parameter_snapshots = st.dictionaries(short_texts, short_texts, max_size=8)
 
-model_replies = st.builds(ModelReply, call_id=call_ids, content=texts, thinking=texts)
+#: ``ModelReply.finish_reason``: ``None`` or a non-empty string (added after schema 1.0).
+finish_reasons = (
+    st.none() | st.sampled_from(["stop", "length", "tool_calls"]) | short_texts.filter(bool)
+)
+#: ``ModelReply.usage``: ``None`` or token counts by name (added after schema 1.0).
+usages = st.none() | st.dictionaries(short_texts, st.integers(0, 2**53), max_size=4)
+
+model_replies = st.builds(
+    ModelReply,
+    call_id=call_ids,
+    content=texts,
+    thinking=texts,
+    finish_reason=finish_reasons,
+    usage=usages,
+)
 
 action_outcomes = st.builds(
     ActionOutcome,

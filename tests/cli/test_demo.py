@@ -191,7 +191,7 @@ def test_demo_drives_an_openai_compatible_endpoint(endpoint: str, tmp_path: Path
     from tests.cli._kit import clean_env
 
     FakeChatCompletions.calls.clear()
-    env = clean_env(tmp_path / "home", OPENAI_BASE_URL=endpoint, OPENAI_MODEL="fake-model")
+    env = clean_env(tmp_path / "home", POLYLOOP_GATEWAY_URL=endpoint, POLYLOOP_MODEL="fake-model")
     result = polyloop("demo", "--json", env=env, timeout=60)
     assert result.code == 0, result.stderr
     document = result.json()

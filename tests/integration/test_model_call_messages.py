@@ -16,7 +16,7 @@ import pytest
 from polyloop.ports import ModelCall
 from polyloop.session import run
 from polyloop.types import Message, ModelReply, Role, TextBlock
-from tests.loop_kit import make_definition, make_request, replies
+from tests.loop_kit import Effects, make_definition, make_request, replies, scenario_tools
 
 
 async def _calls(*contents: str) -> list[ModelCall]:
@@ -27,7 +27,9 @@ async def _calls(*contents: str) -> list[ModelCall]:
 
 
 def _plain(call: ModelCall) -> ModelCall:
-    return ModelCall(call.messages, call.call_index, call.run_id, call.result_id, call.binding)
+    return ModelCall(
+        call.messages, call.call_index, call.run_id, call.result_id, call.binding, call.tools
+    )
 
 
 async def test_messages_read_after_the_run_are_each_calls_own_prefix() -> None:
@@ -98,12 +100,27 @@ async def test_frozen_and_dataclass_helpers_work() -> None:
         "run_id",
         "result_id",
         "binding",
+        "tools",
     ]
     replaced = dataclasses.replace(call, call_index=9)
     assert replaced.messages == call.messages
     assert replaced.call_index == 9
     emptied = dataclasses.replace(call, messages=())
     assert emptied.messages == ()
+
+
+async def test_each_call_carries_the_requests_tools_in_model_form() -> None:
+    """Every model call of a run with tools carries `tools.schema_for_model()`; a tool-less run
+    hands over an empty tuple."""
+    tools = scenario_tools(Effects())
+    definition = make_definition(replies("RUN: a", "FINAL: done"))
+    await run(definition, make_request("t", tools=tools))
+    calls: list[ModelCall] = definition.model_client.calls  # type: ignore[attr-defined]
+    expected = tuple(tools.schema_for_model())
+    assert [expected, expected] == [call.tools for call in calls]
+    assert calls[0] == _plain(calls[0])
+    assert dataclasses.replace(_plain(calls[0]), tools=()) != calls[0]
+    assert ((), ()) == tuple(call.tools for call in await _calls("RUN: a", "FINAL: done"))
 
 
 async def test_messages_read_from_many_threads_at_once_agree() -> None:

@@ -87,6 +87,8 @@ EXPECTED_SHELLS: dict[type[Any], list[tuple[str, object, object]]] = {
         ("run_id", str, _NO_DEFAULT),
         ("result_id", str, _NO_DEFAULT),
         ("binding", Mapping[str, str], _NO_DEFAULT),
+        # added after the seed, defaulted: the request's tools in model form (design 0024)
+        ("tools", tuple[Mapping[str, object], ...], ()),
     ],
     ToolCall: [("name", str, _NO_DEFAULT), ("arguments", Mapping[str, object], _NO_DEFAULT)],
     Action: [("text", str, _NO_DEFAULT), ("tool_call", ToolCall | None, _NO_DEFAULT)],

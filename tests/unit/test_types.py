@@ -61,6 +61,9 @@ EXPECTED_FIELDS: dict[type[Any], list[tuple[str, object, object]]] = {
         ("call_id", str | None, _NO_DEFAULT),
         ("content", str, _NO_DEFAULT),
         ("thinking", str, _NO_DEFAULT),
+        # added after schema 1.0, defaulted and optional on read (design 0024)
+        ("finish_reason", str | None, None),
+        ("usage", Mapping[str, int] | None, None),
     ],
     ActionOutcome: [
         ("status", ActionStatus, _NO_DEFAULT),
@@ -413,6 +416,31 @@ def test_model_reply_refuses_an_empty_call_id() -> None:
 def test_model_reply_accepts_none_as_call_id() -> None:
     """A reply without a provider call id carries `None`."""
     assert ModelReply(call_id=None, content="", thinking="").call_id is None
+
+
+def test_model_reply_keeps_finish_reason_and_a_read_only_copy_of_usage() -> None:
+    """A reply's usage is copied read-only, and the reply still pickles and deep-copies."""
+    counts = {"prompt_tokens": 12, "completion_tokens": 3}
+    value = ModelReply(None, "hi", "", finish_reason="length", usage=counts)
+    counts["prompt_tokens"] = 99
+    assert {"prompt_tokens": 12, "completion_tokens": 3} == dict(value.usage or {})
+    with pytest.raises(TypeError):
+        value.usage["x"] = 1  # type: ignore[index]
+    assert value == pickle.loads(pickle.dumps(value))
+    assert value == copy.deepcopy(value)
+    assert ModelReply(None, "hi", "") == ModelReply(None, "hi", "", None, None)
+
+
+@pytest.mark.parametrize(
+    ("finish_reason", "usage"),
+    [("", None), (None, {"prompt_tokens": -1}), (None, {"prompt_tokens": True}), (None, [1])],
+)
+def test_model_reply_refuses_impossible_finish_reason_or_usage(
+    finish_reason: object, usage: object
+) -> None:
+    """An empty finish reason, a negative or non-integer count, a non-mapping usage are refused."""
+    with pytest.raises(ConfigurationError, match="ModelReply"):
+        ModelReply(None, "hi", "", finish_reason=finish_reason, usage=usage)  # type: ignore[arg-type]
 
 
 def test_model_call_result_refuses_both_reply_and_failure() -> None:

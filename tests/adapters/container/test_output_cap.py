@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from polyloop.adapters.container._executor import _cap
+from polyloop.adapters._output import cap_output
 
 
 @given(
@@ -16,7 +16,9 @@ from polyloop.adapters.container._executor import _cap
     cap=st.integers(min_value=1, max_value=400),
 )
 def test_cap_fits_and_counts_exactly(output: str, dropped: int, note: str, cap: int) -> None:
-    text, cut = _cap(output, dropped, note, cap)
+    """The capped text fits the cap, shows the head of the output, and counts the cut exactly."""
+    capped = cap_output(output, dropped, note, cap)
+    text, cut = capped.text, capped.cut_chars
     total = len(output) + dropped
     assert len(text) <= cap
     if total + len(note) <= cap:

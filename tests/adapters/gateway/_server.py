@@ -2,7 +2,8 @@
 
 ``FakeGateway`` is a small Starlette app served by uvicorn in a background thread; the URL
 path selects a behaviour (``http://127.0.0.1:PORT/<scenario>/v1``). Every request it receives
-is recorded. ``RawServer`` is a bare asyncio socket server for the misbehaviours an ASGI app
+is recorded. ``answer/<key>`` serves the :class:`Answer` a test put under ``answers[key]``,
+as one JSON completion or, when the request asks to stream, as server-sent events. ``RawServer`` is a bare asyncio socket server for the misbehaviours an ASGI app
 cannot produce (a response cut off mid-body).
 """
 
@@ -20,11 +21,89 @@ from typing import Any
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 #: A marker placed at position 600 of the long error body: beyond the 500 characters kept.
 LONG_BODY = "E" * 450 + "-head-end-" + "F" * 140 + "PAST-THE-LIMIT" + "G" * 400
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One completion, servable whole or streamed (each text in pieces of ``chunk_chars``)."""
+
+    content: str | list[Any] | None = ""
+    reasoning_content: str | None = None
+    #: (name, arguments text) per native tool call.
+    tool_calls: tuple[tuple[str, str], ...] = ()
+    finish_reason: str | None = "stop"
+    usage: dict[str, Any] | None = None
+    id: str | None = "cmpl-answer"
+    chunk_chars: int = 3
+    #: False: the stream ends without ``data: [DONE]``.
+    done_marker: bool = True
+    #: Seconds to wait before each streamed chunk.
+    delay: float = 0.0
+    refusal: str | None = None
+
+    def message(self) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant", "content": self.content}
+        if self.reasoning_content is not None:
+            message["reasoning_content"] = self.reasoning_content
+        if self.refusal is not None:
+            message["refusal"] = self.refusal
+        if self.tool_calls:
+            message["tool_calls"] = [
+                {"id": f"call_{i}", "type": "function", "function": {"name": n, "arguments": a}}
+                for i, (n, a) in enumerate(self.tool_calls)
+            ]
+        return message
+
+    def completion(self) -> dict[str, Any]:
+        payload: dict[str, Any] = {
+            "object": "chat.completion",
+            "choices": [
+                {"index": 0, "message": self.message(), "finish_reason": self.finish_reason}
+            ],
+        }
+        if self.id is not None:
+            payload["id"] = self.id
+        if self.usage is not None:
+            payload["usage"] = self.usage
+        return payload
+
+    def _pieces(self, text: str) -> list[str]:
+        size = max(1, self.chunk_chars)
+        return [text[i : i + size] for i in range(0, len(text), size)] or [""]
+
+    def chunks(self, include_usage: bool) -> list[dict[str, Any]]:
+        deltas: list[dict[str, Any]] = [{"role": "assistant"}]
+        if isinstance(self.content, str):
+            deltas += [{"content": piece} for piece in self._pieces(self.content)]
+        elif isinstance(self.content, list):
+            deltas.append({"content": self.content})
+        if self.reasoning_content is not None:
+            deltas += [{"reasoning_content": p} for p in self._pieces(self.reasoning_content)]
+        if self.refusal is not None:
+            deltas.append({"refusal": self.refusal})
+        for index, (name, arguments) in enumerate(self.tool_calls):
+            head = {"index": index, "id": f"call_{index}", "type": "function"}
+            deltas.append({"tool_calls": [{**head, "function": {"name": name, "arguments": ""}}]})
+            deltas += [
+                {"tool_calls": [{"index": index, "function": {"arguments": piece}}]}
+                for piece in self._pieces(arguments)
+            ]
+        chunks = [
+            {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta}]}
+            for delta in deltas
+        ]
+        chunks[-1]["choices"][0]["finish_reason"] = self.finish_reason
+        if include_usage and self.usage is not None:
+            chunks.append({"object": "chat.completion.chunk", "choices": [], "usage": self.usage})
+        if self.id is not None:
+            for chunk in chunks:
+                chunk["id"] = self.id
+        return chunks
 
 
 @dataclass(frozen=True)
@@ -44,6 +123,10 @@ class FakeGateway:
         self.received: list[Received] = []
         #: Replies of the ``scripted/<key>`` scenarios, consumed in order per key.
         self.scripts: dict[str, list[str]] = {}
+        #: Completions of the ``answer/<key>`` scenarios (a list is consumed in order).
+        self.answers: dict[str, Answer | list[Answer]] = {}
+        #: Keys of streams whose client went away before the last chunk was sent.
+        self.abandoned_streams: list[str] = []
         self._lock = threading.Lock()
         self.app = Starlette(
             routes=[Route("/{scenario:path}/v1/chat/completions", self._handle, methods=["POST"])]
@@ -80,6 +163,28 @@ class FakeGateway:
             del payload["id"]
         elif kind == "status":
             return PlainTextResponse(LONG_BODY, status_code=int(arg.split("/")[0]))
+        elif kind == "echo":
+            # A careless gateway: it puts the request's headers and URL into its error body.
+            echoed = {"headers": dict(request.headers), "url": str(request.url)}
+            return JSONResponse({"error": echoed}, status_code=500)
+        elif kind == "ratelimited":
+            headers = {
+                "Retry-After": "7",
+                "x-ratelimit-remaining-requests": "0",
+                "x-ratelimit-reset-tokens": "6m0s",
+                "X-Unrelated": "not kept",
+            }
+            return PlainTextResponse("slow down", status_code=429, headers=headers)
+        elif kind == "answer":
+            with self._lock:
+                entry = self.answers[arg]
+                answer = entry.pop(0) if isinstance(entry, list) else entry
+            if body.get("stream"):
+                include = bool((body.get("stream_options") or {}).get("include_usage"))
+                return StreamingResponse(
+                    self._stream(arg, answer, include), media_type="text/event-stream"
+                )
+            return JSONResponse(answer.completion())
         elif kind == "notjson":
             return PlainTextResponse("<html>bad gateway page</html>", status_code=200)
         elif kind == "nomessage":
@@ -99,6 +204,21 @@ class FakeGateway:
             return PlainTextResponse(f"unknown scenario {scenario}", status_code=404)
         payload["choices"] = [{"index": 0, "message": message, "finish_reason": "stop"}]
         return JSONResponse(payload)
+
+    async def _stream(self, key: str, answer: Answer, include_usage: bool) -> AsyncIterator[str]:
+        finished = False
+        try:
+            for chunk in answer.chunks(include_usage):
+                if answer.delay:
+                    await asyncio.sleep(answer.delay)
+                yield f"data: {json.dumps(chunk)}\n\n"
+            if answer.done_marker:
+                yield "data: [DONE]\n\n"
+            finished = True
+        finally:
+            if not finished:
+                with self._lock:
+                    self.abandoned_streams.append(key)
 
 
 @contextlib.contextmanager

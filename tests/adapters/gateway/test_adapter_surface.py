@@ -45,7 +45,8 @@ def _foreign_types(module_name: str) -> list[str]:
         elif callable(obj):
             targets.append((public, obj))
         for where, target in targets:
-            hints = typing.get_type_hints(target, vars(module))
+            home = inspect.getmodule(target) or module
+            hints = typing.get_type_hints(target, vars(home))
             for name, annotation in hints.items():
                 for kind in _classes_in(annotation):
                     root = getattr(kind, "__module__", "builtins").split(".")[0]

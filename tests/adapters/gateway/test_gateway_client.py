@@ -68,7 +68,10 @@ async def test_success_maps_content_id_and_sends_the_openai_body(
         assert isinstance(client, ModelClient)
         reply = await client.call(make_call("hello"))
     assert reply == ModelReply(
-        call_id="cmpl-run-1/model/0", content="echo:part one, hello", thinking=""
+        call_id="cmpl-run-1/model/0",
+        content="echo:part one, hello",
+        thinking="",
+        finish_reason="stop",
     )
     (received,) = gateway.requests_for("ok")
     assert received.body == {
@@ -110,7 +113,7 @@ async def test_empty_content_is_a_valid_reply_and_missing_id_is_none(
     _, root = fake_gateway
     async with client_for(root, scenario) as client:
         reply = await client.call(make_call())
-    assert reply == ModelReply(call_id=None, content="", thinking="")
+    assert reply == ModelReply(call_id=None, content="", thinking="", finish_reason="stop")
 
 
 async def test_binding_is_forwarded_as_header_and_optionally_as_metadata(
@@ -405,3 +408,52 @@ async def test_the_api_key_never_appears_in_anything_the_client_produces(
     assert caplog.records, "the client logs failures; the check below must see them"
     leaks = [text for text in produced if API_KEY in text or "SECRET" in text]
     assert leaks == []
+
+
+async def test_secrets_echoed_by_the_gateway_are_redacted_from_every_text(
+    fake_gateway: tuple[FakeGateway, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A gateway that echoes the request's headers into a 500 body: the key, a secret extra
+    header and the userinfo of `base_url` (sent as Basic credentials) appear nowhere in the
+    error, its body, the failure a run would record, the parameters or the logs."""
+    gateway, root = fake_gateway
+    caplog.set_level(logging.DEBUG)
+    route_token = "route-SECRET-7f3a"
+    keyed = GatewayModelClient(
+        f"{root}/echo/key/v1", "m", api_key=API_KEY, extra_headers={"X-Route-Token": route_token}
+    )
+    userinfo_url = root.replace("http://", "http://alice-SECRET:pa%24s-SECRET@") + "/echo/user/v1"
+    with_userinfo = GatewayModelClient(userinfo_url, "m")
+    produced: list[str] = []
+    bodies: list[str] = []
+    for client in (keyed, with_userinfo):
+        with pytest.raises(GatewayStatusError) as caught:
+            await client.call(make_call())
+        await client.aclose()
+        bodies.append(caught.value.body)
+        produced += _every_string(caught.value)
+        produced += [repr(client), repr(client.parameters()), caught.value.base_url]
+        produced += [f"{type(caught.value).__name__}: {caught.value}"]  # a run log's failure
+    (by_key,) = gateway.requests_for("echo/key")
+    (by_userinfo,) = gateway.requests_for("echo/user")
+    # The secrets really went out, so each echo holds them ...
+    assert f"Bearer {API_KEY}" == by_key.headers["authorization"]
+    assert route_token == by_key.headers["x-route-token"]
+    assert by_userinfo.headers["authorization"].startswith("Basic ")
+    assert all("[redacted]" in body for body in bodies)
+    # ... and none of them comes back in anything the client produced.
+    produced += [record.getMessage() for record in caplog.records]
+    basic = by_userinfo.headers["authorization"].removeprefix("Basic ")
+    assert [] == [text for text in produced if "SECRET" in text or "pa$s" in text or basic in text]
+    assert f"{root}/echo/user/v1" == with_userinfo.parameters()["base_url"]
+
+
+async def test_a_connection_error_never_shows_the_url_userinfo() -> None:
+    """Connecting to a closed port through a URL with userinfo: the error names the endpoint
+    without the credentials."""
+    url = f"http://bob:hunter2-SECRET@127.0.0.1:{closed_port()}/v1"
+    async with GatewayModelClient(url, "m") as client:
+        with pytest.raises(GatewayConnectionError) as caught:
+            await client.call(make_call())
+    assert [] == [text for text in _every_string(caught.value) if "SECRET" in text]
+    assert f"http://127.0.0.1:{url.rsplit(':', 1)[1]}" in str(caught.value)

@@ -4,19 +4,25 @@ Run as a script: ``python _server.py``. Environment:
 - ``POLYLOOP_TEST_LEDGER``: file that ``append`` and ``set_flag`` write to (one line per call),
   so a test can count how often a side effect really happened.
 - ``POLYLOOP_TEST_MCP_MODE``: ``crash`` (exit at start with a message on stderr), ``hang``
-  (never answer the handshake), ``empty`` (offer no tools); anything else serves normally.
+  (never answer the handshake), ``empty`` (offer no tools), ``stubborn`` (ignore SIGTERM, and
+  start a grandchild in a session of its own that ignores it too); anything else serves
+  normally.
+- ``POLYLOOP_TEST_LABEL``: what ``whoami`` answers.
 """
 
 from __future__ import annotations
 
+import base64
 import os
+import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import ToolAnnotations
+from mcp.types import ImageContent, TextContent, ToolAnnotations
 
 MODE = os.environ.get("POLYLOOP_TEST_MCP_MODE", "")
 
@@ -73,6 +79,31 @@ if MODE != "empty":
         """Declare the task done."""
         return "finished: " + summary
 
+    @server.tool()
+    def whoami() -> str:
+        """Say which server this is."""
+        return os.environ.get("POLYLOOP_TEST_LABEL", "unlabelled")
+
+    @server.tool()
+    def big(chars: int) -> str:
+        """Return this many characters of text."""
+        return "x" * chars
+
+    @server.tool()
+    def picture(text: str) -> list[TextContent | ImageContent]:
+        """Return a caption and an image (base64 data that must not reach the model)."""
+        data = base64.b64encode(b"\x89PNG" + b"\0" * 3000).decode("ascii")
+        return [
+            TextContent(type="text", text=text),
+            ImageContent(type="image", data=data, mime_type="image/png"),
+        ]
+
+    @server.tool()
+    def block(seconds: float) -> str:
+        """Block the whole server (no stdin is read) for this long, like a synchronous query."""
+        time.sleep(seconds)
+        return "unblocked"
+
 
 if __name__ == "__main__":
     if MODE == "crash":
@@ -80,4 +111,12 @@ if __name__ == "__main__":
         sys.exit(2)
     if MODE == "hang":
         time.sleep(3600)
+    if MODE == "stubborn":
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        subprocess.Popen(
+            ["sh", "-c", "trap '' TERM; sleep 600"],
+            start_new_session=True,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+        )
     server.run()

@@ -24,7 +24,19 @@ from polyloop.tools import Tool, ToolRegistry, ToolSpec
 from polyloop.types import ActionStatus, ReplayPolicy
 from tests.adapters.mcp.conftest import ledger_lines, server_spec
 
-ALL_NAMES = {"echo", "append", "set_flag", "fail", "die", "stall", "finish"}
+ALL_NAMES = {
+    "echo",
+    "append",
+    "set_flag",
+    "fail",
+    "die",
+    "stall",
+    "finish",
+    "whoami",
+    "big",
+    "picture",
+    "block",
+}
 
 
 def tool_action(name: str, **arguments: object) -> Action:

@@ -80,13 +80,15 @@ def _model_config(base_url: str | None, model: str | None, scripted: bool) -> Mo
     if (base_url is None) != (model is None):
         raise CliError(
             ExitCode.USAGE,
-            "--base-url and --model go together: pass both (or set OPENAI_BASE_URL and "
-            "OPENAI_MODEL), or neither for the built-in scripted model.",
+            "--base-url and --model go together: pass both (or set POLYLOOP_GATEWAY_URL and "
+            "POLYLOOP_MODEL), or neither for the built-in scripted model.",
         )
     if base_url is not None:
         return ModelConfig(base_url, model)
-    env_url = os.environ.get("OPENAI_BASE_URL")
-    env_model = os.environ.get("OPENAI_MODEL")
+    from polyloop.adapters.gateway import GATEWAY_URL_VARIABLE, MODEL_VARIABLE
+
+    env_url = os.environ.get(GATEWAY_URL_VARIABLE)
+    env_model = os.environ.get(MODEL_VARIABLE)
     if env_url and env_model:
         return ModelConfig(env_url, env_model)
     return ModelConfig()
@@ -113,13 +115,13 @@ def _model_config(base_url: str | None, model: str | None, scripted: bool) -> Mo
     "--base-url",
     default=None,
     help="An OpenAI-compatible API root, e.g. "
-    "http://127.0.0.1:8000/v1 (or set OPENAI_BASE_URL). Needs --model.",
+    "http://127.0.0.1:8000/v1 (or set POLYLOOP_GATEWAY_URL). Needs --model.",
 )
-@click.option("--model", default=None, help="Model name for --base-url (or set OPENAI_MODEL).")
+@click.option("--model", default=None, help="Model name for --base-url (or set POLYLOOP_MODEL).")
 @click.option(
     "--scripted",
     is_flag=True,
-    help="Use the built-in scripted model even when OPENAI_BASE_URL/OPENAI_MODEL are set.",
+    help="Use the built-in scripted model even when POLYLOOP_GATEWAY_URL/POLYLOOP_MODEL are set.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document at the end.")
 def demo(
@@ -232,7 +234,7 @@ def _intro(output: Output, url: StoreUrl, ledger: Path, config: ModelConfig) -> 
     if config.scripted:
         output.line(
             "Model: the built-in scripted model (no model configured; pass --base-url and "
-            "--model, or set OPENAI_BASE_URL and OPENAI_MODEL, to drive a real one)."
+            "--model, or set POLYLOOP_GATEWAY_URL and POLYLOOP_MODEL, to drive a real one)."
         )
     else:
         output.line(f"Model: {config.model} at {config.base_url} (OpenAI-compatible gateway).")
@@ -255,7 +257,7 @@ async def _play(
         if not scenario.killed and failures:
             raise CliError(
                 ExitCode.MODEL_ERROR,
-                "the model endpoint failed; check --base-url, --model and OPENAI_API_KEY, or "
+                "the model endpoint failed; check --base-url, --model and POLYLOOP_API_KEY, or "
                 "use the scripted model (--scripted).",
                 detail=failures[-1][:500],
             )

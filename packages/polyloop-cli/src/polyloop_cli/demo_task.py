@@ -91,7 +91,7 @@ OBSERVATION = "Tool result: {observation}"
 @dataclass(frozen=True, slots=True)
 class ModelConfig:
     """``None`` fields mean the built-in scripted model. The API key is read from the
-    environment (``OPENAI_API_KEY``) where the client is built, never passed around."""
+    environment (``POLYLOOP_API_KEY``) where the client is built, never passed around."""
 
     base_url: str | None = None
     model: str | None = None
@@ -216,14 +216,14 @@ def model_client(config: ModelConfig) -> ModelClient:
         return ScriptedModelClient(
             [reply(text) for text in SCRIPT], by_call_index=True, name="polyloop-demo"
         )
-    from polyloop.adapters.gateway import GatewayModelClient
+    from polyloop.adapters.gateway import API_KEY_VARIABLE, GatewayModelClient
 
     assert config.base_url is not None
     assert config.model is not None
     return GatewayModelClient(
         config.base_url,
         config.model,
-        api_key=os.environ.get("OPENAI_API_KEY") or None,
+        api_key=os.environ.get(API_KEY_VARIABLE) or None,
         temperature=0.0,
         timeout=120.0,
     )

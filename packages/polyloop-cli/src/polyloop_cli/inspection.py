@@ -6,6 +6,7 @@ Each returns plain JSON-ready data, rendered as tables or as ``--json`` by :mod:
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +20,8 @@ __all__ = [
     "PlanReport",
     "StepSpan",
     "corruption",
+    "model_calls_json",
+    "model_usage_fields",
     "plan_report",
     "run_summary",
     "run_totals",
@@ -216,3 +219,35 @@ def select_steps(
         high = float("inf") if span.last is None else span.last
         return [step for step in steps if low <= step.step_idx <= high]
     return list(steps)
+
+
+def model_calls_json(log: RunLog) -> list[dict[str, Any]]:
+    """Finish reason and token usage of each recorded model reply, in call order (both
+    ``None`` where the client did not report them)."""
+    return [
+        {
+            "result_id": result.result_id,
+            "finish_reason": result.reply.finish_reason,
+            "usage": None if result.reply.usage is None else dict(result.reply.usage),
+        }
+        for result in log.model_results
+        if result.reply is not None
+    ]
+
+
+def model_usage_fields(log: RunLog) -> list[tuple[str, str]]:
+    """``show``'s header lines for the replies: the finish reasons seen (with counts) and the
+    token usage summed over the run, each only when some reply reported it."""
+    replies = [result.reply for result in log.model_results if result.reply is not None]
+    reasons = Counter(reply.finish_reason for reply in replies if reply.finish_reason)
+    totals: Counter[str] = Counter()
+    for reply in replies:
+        totals.update(reply.usage or {})
+    fields: list[tuple[str, str]] = []
+    if reasons:
+        fields.append(
+            ("finish reasons", ", ".join(f"{reason} ×{n}" for reason, n in sorted(reasons.items())))
+        )
+    if totals:
+        fields.append(("token usage", " ".join(f"{k}={v}" for k, v in sorted(totals.items()))))
+    return fields

@@ -28,6 +28,8 @@ from polyloop_cli.errors import CliError, ExitCode, shown_id
 from polyloop_cli.inspection import (
     StepSpan,
     corruption,
+    model_calls_json,
+    model_usage_fields,
     plan_report,
     run_summary,
     run_totals,
@@ -346,6 +348,7 @@ def show(
             if log.finished is None
             else log.finished.result.event_delivery_failures,
             "steps": [to_dict(step) if full else step_row(step, width=10_000) for step in steps],
+            "model_calls": model_calls_json(log),
             "pending": pending,
             "totals": totals,
         }
@@ -397,6 +400,7 @@ def _show_text(
         header.append(("final answer", log.finished.result.final_answer))
     if summary["tail"]:
         header.append(("resume plan", f"`{suggest('plan', run_id, *choice.option)}`"))
+    header += model_usage_fields(log)
     output.fields(header)
     output.line()
     for problem in shown.unreadable[:UNREADABLE_SHOWN]:

@@ -76,12 +76,24 @@ class ModelCall:
     result_id: str
     #: The project's own keys (``RunRequest.model_binding``), passed through uninterpreted.
     binding: Mapping[str, str]
+    #: The request's tools as shown to the model (``RunRequest.tools.schema_for_model()``: one
+    #: ``{"name", "description", "parameters"}`` object per tool), for a client that sends them
+    #: natively; empty for a tool-less run. Added after the seed (design 0024). The loop hands
+    #: every call of a run the same objects: read them, never change them.
+    tools: tuple[Mapping[str, object], ...] = ()
 
     def __reduce__(self) -> tuple[type[ModelCall], tuple[object, ...]]:
         # ``binding`` is usually a read-only view, which cannot be pickled or deep-copied.
         return (
             ModelCall,
-            (self.messages, self.call_index, self.run_id, self.result_id, dict(self.binding)),
+            (
+                self.messages,
+                self.call_index,
+                self.run_id,
+                self.result_id,
+                dict(self.binding),
+                self.tools,
+            ),
         )
 
 

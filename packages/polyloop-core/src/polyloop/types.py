@@ -23,7 +23,7 @@ library older than the field refuses a payload that carries it, naming record an
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
 
@@ -236,12 +236,23 @@ class StopReason(StrEnum):
 @fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class ModelReply:
-    """What the model returned for one call."""
+    """What the model returned for one call.
+
+    ``finish_reason`` and ``usage`` were added after schema 1.0 (design 0024): a stored reply
+    without them reads back with ``None``, and a reply that leaves them ``None`` is stored
+    exactly as before.
+    """
 
     #: Provider's identifier of the call; ``None`` when there is none, never ``""``.
     call_id: str | None
     content: str
     thinking: str
+    #: Why the model stopped, in the provider's words (``"stop"``, ``"length"``,
+    #: ``"tool_calls"``, ``"content_filter"``…); ``None`` when it did not say, never ``""``.
+    finish_reason: str | None = field(default=None, metadata={"optional_on_read": True})
+    #: Token counts the provider reported for this call, under its own names (``prompt_tokens``,
+    #: ``completion_tokens``, nested details joined with ``.``); ``None`` when it reported none.
+    usage: Mapping[str, int] | None = field(default=None, metadata={"optional_on_read": True})
 
     def __post_init__(self) -> None:
         if self.call_id == "":
@@ -249,6 +260,38 @@ class ModelReply:
                 "ModelReply.call_id is the empty string; use None when the provider gave no id "
                 "(an empty id would silently fail to join in analyses)."
             )
+        if self.finish_reason is not None or self.usage is not None:
+            self._check_additions()
+
+    def _check_additions(self) -> None:
+        if self.finish_reason is not None and (
+            not isinstance(self.finish_reason, str) or not self.finish_reason
+        ):
+            raise ConfigurationError(
+                f"ModelReply.finish_reason must be a non-empty string or None, got "
+                f"{self.finish_reason!r}; use None when the provider gave no reason."
+            )
+        if self.usage is not None:
+            if not isinstance(self.usage, Mapping):
+                raise ConfigurationError(
+                    f"ModelReply.usage must be a mapping of str to int or None, got "
+                    f"{type(self.usage).__name__}."
+                )
+            copy: dict[str, int] = {}
+            for key, count in self.usage.items():
+                if not isinstance(key, str):
+                    raise ConfigurationError(f"ModelReply.usage keys must be str, got {key!r}.")
+                _require_count("ModelReply", f"usage[{key!r}]", count)
+                copy[key] = count
+            object.__setattr__(self, "usage", MappingProxyType(copy))
+
+    def __reduce__(self) -> tuple[type[ModelReply], tuple[object, ...]]:
+        # ``usage`` is a read-only view, which cannot be pickled or deep-copied.
+        usage = None if self.usage is None else dict(self.usage)
+        return (
+            ModelReply,
+            (self.call_id, self.content, self.thinking, self.finish_reason, usage),
+        )
 
 
 @fast_frozen_init

@@ -43,6 +43,8 @@ def value_expression(field: StoredField, value: str) -> str:
         return f"[{encoder_name(target)}(item) for item in {value}]"
     elif field.kind is Kind.STRING_MAP:
         return f"dict({value})"
+    elif field.kind is Kind.INTEGER_MAP:
+        encoded = f"dict({value})"
     else:
         return value
     return f"None if {value} is None else {encoded}" if field.nullable else encoded

@@ -75,6 +75,8 @@ def _check(field: StoredField, value: str) -> tuple[list[str], str | None]:
             return [f"if {value} is not None:", *(f"    {line}" for line in lines)], None
         return lines, None
     exact = {
+        # The record's own constructor checks each count (ConfigurationError: strict path).
+        Kind.INTEGER_MAP: f"type({value}) is dict",
         Kind.STRING: f"type({value}) is str",
         Kind.INTEGER: f"type({value}) is int",
         Kind.BOOLEAN: f"type({value}) is bool",

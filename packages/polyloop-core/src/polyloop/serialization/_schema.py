@@ -123,12 +123,16 @@ class Kind(Enum):
     RECORDS = "tuple[<dataclass>, ...]"
     #: ``Mapping[str, str]``, stored as an object of strings.
     STRING_MAP = "Mapping[str, str]"
+    #: ``Mapping[str, int]``, stored as an object of integers (counts).
+    INTEGER_MAP = "Mapping[str, int]"
     #: The ``schema_version`` field: an integer that must be a readable version.
     VERSION = "schema_version: int"
 
 
 #: Kinds that may also be ``None`` (annotated ``X | None``).
-_NULLABLE_KINDS = frozenset({Kind.STRING, Kind.INTEGER, Kind.BOOLEAN, Kind.ENUM, Kind.RECORD})
+_NULLABLE_KINDS = frozenset(
+    {Kind.STRING, Kind.INTEGER, Kind.BOOLEAN, Kind.ENUM, Kind.RECORD, Kind.INTEGER_MAP}
+)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -184,11 +188,13 @@ def _kind_of(owner: type[Any], name: str, hint: object) -> tuple[Kind, bool, typ
         kind, target = Kind.RECORDS, args[0]
     elif origin is Mapping and args == (str, str):
         kind = Kind.STRING_MAP
+    elif origin is Mapping and args == (str, int):
+        kind = Kind.INTEGER_MAP
     if kind is None or (nullable and kind not in _NULLABLE_KINDS):
         supported = ", ".join(k.value for k in Kind)
         raise TypeError(
             f"polyloop.serialization cannot store {owner.__name__}.{name} annotated {hint!r}; "
-            f"give it one of the supported types ({supported}; all but the last three may be "
+            f"give it one of the supported types ({supported}; all but RECORDS, STRING_MAP and VERSION may be "
             "'| None') or teach the codecs a new Kind."
         )
     return kind, nullable, target

@@ -130,6 +130,20 @@ class _Reader:
                 )
         return cast(dict[str, str], value)
 
+    def int_mapping(self, name: str) -> dict[str, int]:
+        value = self._get(name)
+        if not isinstance(value, dict):
+            raise self._wrong(name, "an object of integers", value)
+        for key, item in value.items():
+            if isinstance(item, bool) or not isinstance(item, int):
+                raise SerializationError(
+                    f"{self.path}.{name}[{key!r}]: expected an integer, got {type(item).__name__}."
+                )
+        return cast(dict[str, int], value)
+
+    def opt_int_mapping(self, name: str) -> dict[str, int] | None:
+        return None if self._get(name) is None else self.int_mapping(name)
+
     def version(self) -> int:
         if "schema_version" not in self.payload:
             raise SchemaVersionError(
@@ -176,6 +190,8 @@ _SCALAR_READERS: Mapping[tuple[Kind, bool], Callable[[_Reader, str], object]] = 
     (Kind.BOOLEAN, False): _Reader.boolean,
     (Kind.BOOLEAN, True): _Reader.opt_boolean,
     (Kind.STRING_MAP, False): _Reader.str_mapping,
+    (Kind.INTEGER_MAP, False): _Reader.int_mapping,
+    (Kind.INTEGER_MAP, True): _Reader.opt_int_mapping,
 }
 
 

@@ -86,7 +86,7 @@ def _enum_table_name(enum: type[Any], nullable: bool) -> str:
 
 def _guard(field: StoredField, value: str) -> str | None:
     """A check that ``value`` has the type the f-string below expects (None: no check needed)."""
-    if field.kind in (Kind.RECORD, Kind.RECORDS, Kind.STRING_MAP):
+    if field.kind in (Kind.RECORD, Kind.RECORDS, Kind.STRING_MAP, Kind.INTEGER_MAP):
         return None  # nested encoders check their own fields; a mapping goes through json
     if field.kind is Kind.ENUM:
         assert field.target is not None
@@ -112,7 +112,9 @@ def _fragment(field: StoredField, value: str) -> str:
         return f"{{{_enum_table_name(target, field.nullable)}[{value}]}}"
     if kind is Kind.STRING_MAP:
         return f"{{_compact(dict({value}))}}"
-    if kind is Kind.RECORD:
+    if kind is Kind.INTEGER_MAP:
+        text = f"_compact(dict({value}))"
+    elif kind is Kind.RECORD:
         assert target is not None
         text = f"{_text_name(target)}({value})"
     elif kind is Kind.STRING:

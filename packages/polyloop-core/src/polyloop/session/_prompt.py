@@ -25,7 +25,7 @@ __all__ = ["Prompt"]
 # gets its fields set without running the generated ``__init__``.
 _SLOT: dict[str, Any] = {
     name: ModelCall.__dict__[name]
-    for name in ("messages", "call_index", "run_id", "result_id", "binding")
+    for name in ("messages", "call_index", "run_id", "result_id", "binding", "tools")
 }
 _MESSAGES_SLOT = _SLOT["messages"]
 
@@ -73,6 +73,7 @@ class _DeferredModelCall(ModelCall):
             and self.run_id == other.run_id
             and self.result_id == other.result_id
             and self.binding == other.binding
+            and self.tools == other.tools
         )
 
     __hash__ = ModelCall.__hash__
@@ -84,6 +85,7 @@ def _deferred_call(
     run_id: str,
     result_id: str,
     binding: Mapping[str, str],
+    tools: tuple[Mapping[str, object], ...],
 ) -> ModelCall:
     call = object.__new__(_DeferredModelCall)
     object.__setattr__(call, "_history", history)
@@ -92,6 +94,7 @@ def _deferred_call(
     _SLOT["run_id"].__set__(call, run_id)
     _SLOT["result_id"].__set__(call, result_id)
     _SLOT["binding"].__set__(call, binding)
+    _SLOT["tools"].__set__(call, tools)
     return call
 
 
@@ -106,12 +109,14 @@ def _text(role: Role, text: str) -> Message:
 class Prompt:
     """The growing prompt of one run."""
 
-    __slots__ = ("_chars", "_messages", "_observation_template")
+    __slots__ = ("_chars", "_messages", "_observation_template", "_tools")
 
     def __init__(self, request: RunRequest) -> None:
         prefix: list[Message] = list(request.context.run_level)
+        # Built once: the tools of a request do not change during its run.
+        self._tools: tuple[Mapping[str, object], ...] = tuple(request.tools.schema_for_model())
         if request.tools:
-            schema = json.dumps(list(request.tools.schema_for_model()), ensure_ascii=False)
+            schema = json.dumps(list(self._tools), ensure_ascii=False)
             # Literal replacement: a template may contain other braces (JSON examples).
             prefix.append(
                 _text(Role.SYSTEM, request.tool_section_template.replace(TOOLS_TOKEN, schema))
@@ -132,8 +137,9 @@ class Prompt:
     def model_call(
         self, call_index: int, run_id: str, result_id: str, binding: Mapping[str, str]
     ) -> ModelCall:
-        """The next model call: the current messages, copied when the client reads them."""
-        return _deferred_call(self._messages, call_index, run_id, result_id, binding)
+        """The next model call: the current messages (copied when the client reads them) and
+        the request's tools in model form."""
+        return _deferred_call(self._messages, call_index, run_id, result_id, binding, self._tools)
 
     def add_step(self, history_text: str, observation: str) -> None:
         """Append a finished step: the assistant's text, then the wrapped observation."""

@@ -13,6 +13,7 @@ from importlib import resources
 from types import TracebackType
 from typing import Any
 
+from polyloop.adapters._output import cap_output
 from polyloop.adapters.container._backends import LaunchSpec, Limits, Sandbox, SandboxBackend
 from polyloop.adapters.container._errors import (
     BackendUnavailableError,
@@ -49,27 +50,6 @@ def _positive(name: str, value: object) -> float:
             f"ContainerExecutor({name}={value!r}): must be a positive finite number of seconds."
         )
     return float(value)
-
-
-def _cap(output: str, dropped: int, note: str, cap: int) -> tuple[str, int]:
-    """Fit ``output`` (of which ``dropped`` further characters were already cut) plus ``note``
-    into ``cap`` characters. Returns the observation and how many output characters were cut.
-    """
-    total = len(output) + dropped
-    if total + len(note) <= cap:
-        return output + note, 0
-    keep = min(len(output), max(0, cap - len(note)))
-    for _ in range(3):
-        cut = total - keep
-        marker = f"\n[... {cut} more characters of output not shown ...]\n"
-        keep = min(len(output), max(0, cap - len(note) - len(marker)))
-    cut = total - keep
-    marker = f"\n[... {cut} more characters of output not shown ...]\n"
-    text = output[:keep] + marker + note
-    if len(text) > cap:
-        # A cap too small for the marker: plain cut.
-        text = (output[:keep] + note)[:cap]
-    return text, cut
 
 
 class _Session:
@@ -405,11 +385,11 @@ class ContainerExecutor:
                 f"\n[The code ran past its time limit of {self.time_limit_seconds:g} s and was "
                 "interrupted; the session and its variables are kept.]\n"
             )
-        observation, cut = _cap(output, dropped, note, self.max_output_chars)
+        capped = cap_output(output, dropped, note, self.max_output_chars)
         return ActionOutcome(
             status=ActionStatus.EXECUTED,
-            observation=observation,
+            observation=capped.text,
             observation_is_synthetic=False,
             env_reported_completion=False,
-            observation_truncated_chars=cut,
+            observation_truncated_chars=capped.cut_chars,
         )
