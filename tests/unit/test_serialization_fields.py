@@ -32,6 +32,7 @@ def test_annotations_decide_the_kinds() -> None:
     assert (Kind.ENUM, True, ActionStatus) == kinds["StepRecord", "action_status"]
     assert (Kind.VERSION, False, None) == kinds["StepRecord", "schema_version"]
     assert (Kind.STRING, True, None) == kinds["ModelReply", "call_id"]
+    assert (Kind.INTEGER_MAP, True, None) == kinds["ModelReply", "usage"]
     assert (Kind.RECORDS, False, StepRecord) == kinds["RunResult", "steps"]
 
 
@@ -78,3 +79,11 @@ def test_a_field_the_codecs_cannot_handle_is_refused_by_name(cls: type, message:
     """Deriving the tables of a record with an unstorable or misdeclared field raises, naming it."""
     with pytest.raises(TypeError, match=message):
         field_tables((cls,))
+
+
+def test_a_reply_with_usage_keeps_the_fast_decoding_path() -> None:
+    """`ModelReply.usage` (a map of counts) has a fast decoder, so model results read fast."""
+    from polyloop.serialization._fast import FAST_DECODERS
+    from polyloop.types import ModelCallResult
+
+    assert {ModelReply, ModelCallResult} <= set(FAST_DECODERS)
