@@ -1,13 +1,33 @@
-"""The ``opened`` fixture: every shared store test runs on memory, jsonl and sqlite."""
+"""The ``opened`` fixture: every shared store test runs on memory, jsonl, sqlite and postgres.
+
+The postgres kind uses the server named by ``POLYLOOP_TEST_POSTGRES_URL`` (see
+``tests.stores._postgres``); its schemas are dropped after every test.
+"""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
 from polyloop.ports import RunStore
+from tests.stores import _postgres
 from tests.stores._helpers import DURABLE_KINDS, STORE_KINDS, Opened, close_store, open_store
+
+# Fixed before any test starts a child process, so that children name their schemas alike.
+_postgres.session_prefix()
+
+
+@pytest.fixture(autouse=True)
+def _drop_postgres_schemas() -> Iterator[None]:
+    yield
+    _postgres.drop_used_schemas()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _sweep_postgres_schemas() -> Iterator[None]:
+    yield
+    _postgres.sweep_session_schemas()
 
 
 @pytest.fixture(params=STORE_KINDS)

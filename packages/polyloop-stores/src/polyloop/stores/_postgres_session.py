@@ -163,6 +163,7 @@ class WritingSession:
         self._closed = False
         # Owned by the session thread from here on.
         self._connection: _Connection | None = None
+        self._ended = _EndNotice()  # a new one with each connection
         self._queries: dict[str, bytes] = {}
         self._generation = 0
         self._held: dict[bytes, _Held] = {}
@@ -270,7 +271,7 @@ class WritingSession:
         connection = self._connection
         if connection is None:
             return None
-        if connection.closed or connection.broken or _has_input_while_idle(connection):
+        if connection.closed or connection.broken or _has_input_while_idle(connection, self._ended):
             lost = [h for h in self._held.values() if h.generation == self._generation]
             if lost:
                 _log.warning(
@@ -316,6 +317,8 @@ class WritingSession:
             raise
         self._generation += 1
         self._connection = connection
+        self._ended = _EndNotice()
+        connection.add_notice_handler(self._ended)
         return connection
 
     def _drop(self) -> None:
@@ -483,17 +486,39 @@ class WritingSession:
         )
 
 
-def _has_input_while_idle(connection: _Connection) -> bool:
-    """Whether an idle session has received something: on a session that never ``LISTEN``s,
-    that is the server ending it (possibly with TLS bookkeeping first, which libpq absorbs)."""
-    try:
-        readable, _, _ = select.select([connection.fileno()], [], [], 0)
-        if not readable:
-            return False
-        connection.pgconn.consume_input()
-    except (OSError, ValueError, psycopg.Error):
-        return True
-    return connection.pgconn.status != psycopg.pq.ConnStatus.OK
+def _has_input_while_idle(connection: _Connection, ended: _EndNotice) -> bool:
+    """Whether an idle session has been ended by the server.
+
+    A session that never ``LISTEN``s receives nothing while idle except when the server ends
+    it: a ``FATAL`` message, then end of stream (TLS bookkeeping aside, which libpq absorbs).
+    libpq hands an error that arrives while idle to the notice handler (see
+    :class:`_EndNotice`) and reports the end of stream as a bad connection status.
+    """
+    for _ in range(4):
+        try:
+            readable, _, _ = select.select([connection.fileno()], [], [], 0)
+            if not readable:
+                return ended.seen
+            connection.pgconn.consume_input()
+            connection.pgconn.is_busy()  # parses what arrived; an error goes to the handler
+        except (OSError, ValueError, psycopg.Error):
+            return True
+        if ended.seen or connection.pgconn.status != psycopg.pq.ConnStatus.OK:
+            return True
+    return True  # input keeps arriving on an idle session: nothing to trust a lease to
+
+
+class _EndNotice:
+    """Notes a FATAL or PANIC message the server sent an idle session (it is ending it)."""
+
+    __slots__ = ("seen",)
+
+    def __init__(self) -> None:
+        self.seen = False
+
+    def __call__(self, diagnostic: psycopg.errors.Diagnostic) -> None:
+        if diagnostic.severity_nonlocalized in ("FATAL", "PANIC"):
+            self.seen = True
 
 
 def _duplicate(write: PendingWrite) -> DuplicateRecordError:
