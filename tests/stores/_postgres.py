@@ -16,6 +16,7 @@ import hashlib
 import os
 import secrets
 import subprocess
+import time
 from typing import Any
 
 import psycopg
@@ -113,6 +114,25 @@ def sweep_session_schemas() -> None:
             )
         ]
     drop_schemas(names)
+
+
+def wait_until_sessions_end(process_id: int, timeout: float = 10.0) -> None:
+    """Wait until the server has ended every writing session of a (killed) process.
+
+    A statement the process sent before it died may still commit until then; a new driver
+    that takes the run's lease is after that moment by construction (design 0030).
+    """
+    deadline = time.monotonic() + timeout
+    pattern = f"polyloop % {process_id}@%"
+    with admin() as connection:
+        while True:
+            row = connection.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE %s", (pattern,)
+            ).fetchone()
+            if row == (0,):
+                return
+            assert time.monotonic() < deadline, f"sessions of process {process_id} outlived it"
+            time.sleep(0.005)
 
 
 class Cluster:

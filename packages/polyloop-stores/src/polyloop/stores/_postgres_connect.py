@@ -10,6 +10,7 @@ server that runs with ``fsync = off``.
 
 from __future__ import annotations
 
+import select
 from dataclasses import dataclass
 
 import psycopg
@@ -18,7 +19,7 @@ from psycopg.rows import TupleRow
 from polyloop.errors import ConfigurationError, StoreError
 from polyloop.stores._postgres_target import ConnectionTarget
 
-__all__ = ["Keepalive", "connect", "explain"]
+__all__ = ["EndNotice", "Keepalive", "connect", "ended_while_idle", "explain"]
 
 #: The oldest server with ``tcp_user_timeout`` (the server-side bound on a dead peer).
 _OLDEST_SERVER = 120000
@@ -130,3 +131,38 @@ def connect(
             ) from None
         raise
     return connection
+
+
+def ended_while_idle(connection: psycopg.Connection[TupleRow], ended: EndNotice) -> bool:
+    """Whether an idle session has been ended by the server.
+
+    A session that never ``LISTEN``s receives nothing while idle except when the server ends
+    it: a ``FATAL`` message, then end of stream (TLS bookkeeping aside, which libpq absorbs).
+    libpq hands an error that arrives while idle to the notice handler (see
+    :class:`EndNotice`) and reports the end of stream as a bad connection status.
+    """
+    for _ in range(4):
+        try:
+            readable, _, _ = select.select([connection.fileno()], [], [], 0)
+            if not readable:
+                return ended.seen
+            connection.pgconn.consume_input()
+            connection.pgconn.is_busy()  # parses what arrived; an error goes to the handler
+        except (OSError, ValueError, psycopg.Error):
+            return True
+        if ended.seen or connection.pgconn.status != psycopg.pq.ConnStatus.OK:
+            return True
+    return True  # input keeps arriving on an idle session: nothing to trust a lease to
+
+
+class EndNotice:
+    """Notes a FATAL or PANIC message the server sent an idle session (it is ending it)."""
+
+    __slots__ = ("seen",)
+
+    def __init__(self) -> None:
+        self.seen = False
+
+    def __call__(self, diagnostic: psycopg.errors.Diagnostic) -> None:
+        if diagnostic.severity_nonlocalized in ("FATAL", "PANIC"):
+            self.seen = True

@@ -1,7 +1,8 @@
 """Reading connections of a PostgreSQL store: one per reader thread, opened on first use.
 
-Reads are not fenced (a lease guards writes), so a reader whose connection broke simply opens
-a new one on its next read. A reader never creates anything: until the store's tables exist
+Reads are not fenced (a lease guards writes), so a reader whose connection the server ended
+while it was idle opens a new one before reading, and one that broke during a read opens a new
+one on the next read. A reader never creates anything: until the store's tables exist
 it answers "nothing there" after one catalog lookup per read, and once they do it checks their
 version once per connection.
 """
@@ -17,7 +18,13 @@ import psycopg
 from psycopg.rows import TupleRow
 
 from polyloop.errors import StoreError
-from polyloop.stores._postgres_connect import Keepalive, connect, explain
+from polyloop.stores._postgres_connect import (
+    EndNotice,
+    Keepalive,
+    connect,
+    ended_while_idle,
+    explain,
+)
 from polyloop.stores._postgres_schema import schema_ready
 from polyloop.stores._postgres_target import ConnectionTarget
 
@@ -28,12 +35,19 @@ _Connection = psycopg.Connection[TupleRow]
 
 
 class _Reader:
-    __slots__ = ("connection", "ready")
+    __slots__ = ("connection", "ended", "ready")
 
     def __init__(self, connection: _Connection) -> None:
         self.connection = connection
+        self.ended = EndNotice()
+        connection.add_notice_handler(self.ended)
         #: Whether the store's tables were seen (then their version was checked).
         self.ready = False
+
+    def gone(self) -> bool:
+        """Whether the server ended this connection while it was idle."""
+        c = self.connection
+        return c.closed or c.broken or ended_while_idle(c, self.ended)
 
 
 class ReaderConnections:
@@ -67,6 +81,9 @@ class ReaderConnections:
         exist: ``without_tables(connection)``, or ``None`` when that is not given. Raises
         :class:`StoreError` naming what it was ``doing``."""
         reader: _Reader | None = getattr(self._local, "reader", None)
+        if reader is not None and reader.gone():
+            self._forget(reader)
+            reader = None
         try:
             if reader is None:
                 reader = self._open()

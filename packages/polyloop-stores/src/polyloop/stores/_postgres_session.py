@@ -32,7 +32,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import queue
-import select
 import threading
 from dataclasses import dataclass
 
@@ -49,7 +48,13 @@ from polyloop.errors import (
     StoreError,
 )
 from polyloop.ports import LeaseHolder
-from polyloop.stores._postgres_connect import Keepalive, connect, explain
+from polyloop.stores._postgres_connect import (
+    EndNotice,
+    Keepalive,
+    connect,
+    ended_while_idle,
+    explain,
+)
 from polyloop.stores._postgres_lease import HolderQueries, SessionIdentity, holder_from_row
 from polyloop.stores._postgres_schema import create_schema
 from polyloop.stores._postgres_target import ConnectionTarget
@@ -163,7 +168,7 @@ class WritingSession:
         self._closed = False
         # Owned by the session thread from here on.
         self._connection: _Connection | None = None
-        self._ended = _EndNotice()  # a new one with each connection
+        self._ended = EndNotice()  # a new one with each connection
         self._queries: dict[str, bytes] = {}
         self._generation = 0
         self._held: dict[bytes, _Held] = {}
@@ -271,7 +276,7 @@ class WritingSession:
         connection = self._connection
         if connection is None:
             return None
-        if connection.closed or connection.broken or _has_input_while_idle(connection, self._ended):
+        if connection.closed or connection.broken or ended_while_idle(connection, self._ended):
             lost = [h for h in self._held.values() if h.generation == self._generation]
             if lost:
                 _log.warning(
@@ -317,7 +322,7 @@ class WritingSession:
             raise
         self._generation += 1
         self._connection = connection
-        self._ended = _EndNotice()
+        self._ended = EndNotice()
         connection.add_notice_handler(self._ended)
         return connection
 
@@ -484,41 +489,6 @@ class WritingSession:
             f"({reason}). The record is NOT stored; what was acknowledged before is intact. "
             "Fix the server (disk, permissions) and resume the run."
         )
-
-
-def _has_input_while_idle(connection: _Connection, ended: _EndNotice) -> bool:
-    """Whether an idle session has been ended by the server.
-
-    A session that never ``LISTEN``s receives nothing while idle except when the server ends
-    it: a ``FATAL`` message, then end of stream (TLS bookkeeping aside, which libpq absorbs).
-    libpq hands an error that arrives while idle to the notice handler (see
-    :class:`_EndNotice`) and reports the end of stream as a bad connection status.
-    """
-    for _ in range(4):
-        try:
-            readable, _, _ = select.select([connection.fileno()], [], [], 0)
-            if not readable:
-                return ended.seen
-            connection.pgconn.consume_input()
-            connection.pgconn.is_busy()  # parses what arrived; an error goes to the handler
-        except (OSError, ValueError, psycopg.Error):
-            return True
-        if ended.seen or connection.pgconn.status != psycopg.pq.ConnStatus.OK:
-            return True
-    return True  # input keeps arriving on an idle session: nothing to trust a lease to
-
-
-class _EndNotice:
-    """Notes a FATAL or PANIC message the server sent an idle session (it is ending it)."""
-
-    __slots__ = ("seen",)
-
-    def __init__(self) -> None:
-        self.seen = False
-
-    def __call__(self, diagnostic: psycopg.errors.Diagnostic) -> None:
-        if diagnostic.severity_nonlocalized in ("FATAL", "PANIC"):
-            self.seen = True
 
 
 def _duplicate(write: PendingWrite) -> DuplicateRecordError:
