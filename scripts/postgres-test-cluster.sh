@@ -44,7 +44,8 @@ install() {
     [ -f /etc/postgresql-common/createcluster.conf ] ||
         echo "create_main_cluster = false" >/etc/postgresql-common/createcluster.conf
     export DEBIAN_FRONTEND=noninteractive
-    { apt-get update -qq && apt-get install -y -qq --no-install-recommends postgresql; } \
+    { apt-get update -qq && apt-get install -y -qq --no-install-recommends \
+        -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold postgresql; } \
         >/tmp/polyloop-apt-postgresql.log 2>&1 || {
         say "apt-get failed:"; tail -n 20 /tmp/polyloop-apt-postgresql.log >&2; return 1
     }

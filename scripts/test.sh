@@ -4,6 +4,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v uv >/dev/null 2>&1 || python3 -m pip install --quiet --disable-pip-version-check uv
 uv sync --all-packages --frozen
+# PostgreSQL for the postgres store's tests: a throwaway cluster unless the caller names a server.
+if [ -z "${POLYLOOP_TEST_POSTGRES_URL:-}" ] && pg_dir="$(bash scripts/postgres-test-cluster.sh start)"; then
+    trap 'bash scripts/postgres-test-cluster.sh stop "$pg_dir"' EXIT
+    export POLYLOOP_TEST_POSTGRES_URL="$(cat "$pg_dir/url")"
+fi
 echo "== ruff"; uv run ruff format --check . && uv run ruff check .
 echo "== import-linter"; uv run lint-imports
 echo "== mypy --strict"; uv run mypy
