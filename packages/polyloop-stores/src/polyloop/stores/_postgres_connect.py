@@ -10,6 +10,7 @@ server that runs with ``fsync = off``.
 
 from __future__ import annotations
 
+import reprlib
 import select
 from dataclasses import dataclass
 
@@ -19,7 +20,7 @@ from psycopg.rows import TupleRow
 from polyloop.errors import ConfigurationError, StoreError
 from polyloop.stores._postgres_target import ConnectionTarget
 
-__all__ = ["EndNotice", "Keepalive", "connect", "ended_while_idle", "explain"]
+__all__ = ["EndNotice", "Keepalive", "connect", "ended_while_idle", "explain", "shown_run_id"]
 
 #: The oldest server with ``tcp_user_timeout`` (the server-side bound on a dead peer).
 _OLDEST_SERVER = 120000
@@ -59,6 +60,15 @@ class Keepalive:
             f"SET tcp_keepalives_count = {self.count}; "
             f"SET tcp_user_timeout = {self.seconds * 1000}"
         )
+
+
+_repr = reprlib.Repr()
+_repr.maxstring = 80
+
+
+def shown_run_id(run_id: str) -> str:
+    """A run_id as messages show it: its ``repr``, cut in the middle past 80 characters."""
+    return _repr.repr(run_id)
 
 
 def explain(target: ConnectionTarget, error: BaseException) -> str:

@@ -33,6 +33,7 @@ import contextlib
 import logging
 import queue
 import threading
+import time
 from dataclasses import dataclass
 
 import psycopg
@@ -54,6 +55,7 @@ from polyloop.stores._postgres_connect import (
     connect,
     ended_while_idle,
     explain,
+    shown_run_id,
 )
 from polyloop.stores._postgres_lease import HolderQueries, SessionIdentity, holder_from_row
 from polyloop.stores._postgres_schema import create_schema
@@ -63,6 +65,11 @@ from polyloop.stores._threads import DEFAULT_IDLE_WAIT_SECONDS, Completion, sett
 __all__ = ["PendingWrite", "WritingSession"]
 
 _log = logging.getLogger("polyloop.stores.postgres")
+
+#: After a statement of at least this many writes, the next one may wait for more writes ...
+_LINGER_FROM = 4
+#: ... for at most this long (about a third of a commit on a local server with a real disk).
+_LINGER_SECONDS = 0.0003
 
 _COLUMNS = "(run_key, kind, record_key, run_id, body)"
 _INSERT_ONE = "INSERT INTO {table} " + _COLUMNS + " VALUES (%b, %b, %b, %b, %b) "
@@ -84,7 +91,7 @@ _Connection = psycopg.Connection[TupleRow]
 class PendingWrite:
     """One record waiting for the session thread."""
 
-    __slots__ = ("body", "completion", "kind", "record_key", "run_id", "run_key", "shown")
+    __slots__ = ("body", "completion", "kind", "record_key", "run_id", "run_key")
 
     def __init__(
         self,
@@ -94,7 +101,6 @@ class PendingWrite:
         kind: str,
         record_key: bytes,
         body: bytes,
-        shown: str,
     ) -> None:
         self.completion = completion
         self.run_key = run_key
@@ -102,8 +108,11 @@ class PendingWrite:
         self.kind = kind
         self.record_key = record_key
         self.body = body
-        #: The run_id as messages show it.
-        self.shown = shown
+
+    @property
+    def shown(self) -> str:
+        """The run_id as messages show it."""
+        return shown_run_id(self.run_id.decode("utf-8"))
 
 
 @dataclass(slots=True)
@@ -112,7 +121,10 @@ class _Acquire:
     run_id: str
     run_key: bytes
     lock_key: tuple[int, int]
-    shown: str
+
+    @property
+    def shown(self) -> str:
+        return shown_run_id(self.run_id)
 
 
 @dataclass(slots=True)
@@ -173,6 +185,7 @@ class WritingSession:
         self._generation = 0
         self._held: dict[bytes, _Held] = {}
         self._lease_numbers = 0
+        self._last_batch = 0
         #: Statements committed so far (several writes may share one).
         self.commits = 0
 
@@ -194,12 +207,10 @@ class WritingSession:
         self._put(write)
         await write.completion.wait(self._idle_wait)
 
-    async def acquire(
-        self, run_id: str, run_key: bytes, lock_key: tuple[int, int], shown: str
-    ) -> int:
+    async def acquire(self, run_id: str, run_key: bytes, lock_key: tuple[int, int]) -> int:
         """Take a run's lease; return its number (for :meth:`release`)."""
         completion = Completion()
-        self._put(_Acquire(completion, run_id, run_key, lock_key, shown))
+        self._put(_Acquire(completion, run_id, run_key, lock_key))
         number: int = await completion.wait(self._idle_wait)
         return number
 
@@ -235,15 +246,35 @@ class WritingSession:
 
     # -- session thread --------------------------------------------------------------------
 
+    def _take(self) -> list[_Item]:
+        """The items pending now (waiting for the first). When the last statement carried the
+        writes of many runs and few are back yet, wait briefly for the rest (the writers are
+        still busy with the answers of that statement): a statement of one write would cost a
+        whole commit and keep the others waiting for it."""
+        items = [self._queue.get()]
+        expected = min(self._last_batch, self._max_batch)
+        deadline = time.monotonic() + _LINGER_SECONDS
+        while len(items) < self._max_batch:
+            try:
+                items.append(self._queue.get_nowait())
+                continue
+            except queue.Empty:
+                pass
+            remaining = deadline - time.monotonic()
+            if expected < _LINGER_FROM or 2 * len(items) >= expected or remaining <= 0:
+                break
+            if not isinstance(items[-1], PendingWrite):
+                break  # a lease request or a stop does not wait for writes
+            try:
+                items.append(self._queue.get(timeout=remaining))
+            except queue.Empty:
+                break
+        return items
+
     def _work(self) -> None:
         stop = False
         while not stop:
-            items = [self._queue.get()]
-            while len(items) < self._max_batch:
-                try:
-                    items.append(self._queue.get_nowait())
-                except queue.Empty:
-                    break
+            items = self._take()
             batch: list[PendingWrite] = []
             for item in items:
                 if isinstance(item, PendingWrite):
@@ -262,6 +293,7 @@ class WritingSession:
                     self._answer(item, self._open_now)
             if batch:
                 self._commit(batch)
+            self._last_batch = sum(isinstance(item, PendingWrite) for item in items)
 
     def _answer(self, completion: Completion, job: object, *args: object) -> None:
         try:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import reprlib
 from collections.abc import Mapping
 from types import TracebackType
 
@@ -34,7 +33,7 @@ from polyloop.errors import ConfigurationError, CorruptLogError, SerializationEr
 from polyloop.ports import LeaseHolder, RunLog
 from polyloop.serialization import LogRecord, dumps_log_record, log_record_tag
 from polyloop.stores._decoding import decode_log_record
-from polyloop.stores._postgres_connect import Keepalive
+from polyloop.stores._postgres_connect import Keepalive, shown_run_id
 from polyloop.stores._postgres_lease import (
     HolderQueries,
     PostgresRunLease,
@@ -54,14 +53,6 @@ from polyloop.stores._threads import (
 from polyloop.types import Intent, ModelCallResult, RunFinished, RunStarted, StepCompleted
 
 __all__ = ["PostgresRunLease", "PostgresRunStore"]
-
-_repr = reprlib.Repr()
-_repr.maxstring = 80
-
-
-def _shown(run_id: str) -> str:
-    """A run_id as messages show it: its ``repr``, cut in the middle past 80 characters."""
-    return _repr.repr(run_id)
 
 
 def _run_key(run_id: str) -> bytes | None:
@@ -224,7 +215,7 @@ class PostgresRunStore:
         """Take the lease of ``run_id`` now, or raise :class:`RunLeaseHeldError` at once."""
         run_key = self._storable_key(run_id)
         lock_key = lease_lock_key(self._schema, run_key)
-        number = await self._session.acquire(run_id, run_key, lock_key, _shown(run_id))
+        number = await self._session.acquire(run_id, run_key, lock_key)
 
         async def release() -> None:
             await self._session.release(run_key, number)
@@ -271,7 +262,7 @@ class PostgresRunStore:
         run_key = _run_key(run_id)
         if run_key is None:
             raise StoreError(
-                f"run_id {_shown(run_id)} is not valid Unicode text (it holds a lone surrogate) "
+                f"run_id {shown_run_id(run_id)} is not valid Unicode text (it holds a lone surrogate) "
                 "and cannot be stored; use a run_id made of ordinary characters."
             )
         return run_key
@@ -286,7 +277,6 @@ class PostgresRunStore:
             log_record_tag(record),
             _record_key(record),
             dumps_log_record(record).encode("utf-8"),
-            _shown(run_id),
         )
         await self._session.write(write)
 
@@ -295,7 +285,7 @@ class PostgresRunStore:
             lambda connection: connection.execute(
                 self._select_sql, (run_key,), binary=True
             ).fetchall(),
-            f"reading the log of run {_shown(run_id)}",
+            f"reading the log of run {shown_run_id(run_id)}",
         )
         builder = LogBuilder(run_id, self._name)
         for seq, body in rows or ():
