@@ -45,7 +45,7 @@ from polyloop.session import resume, run
 from polyloop.stores.postgres import PostgresRunStore
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from stores_bench import setup  # noqa: E402  (the same agent as the other stores' benchmark)
+from stores_bench import setup  # the same agent as the other stores' benchmark
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "scripts", "postgres-test-cluster.sh")
@@ -57,7 +57,9 @@ FLOOR_TABLE = """CREATE TABLE {table} (
     run_key bytea NOT NULL, seq bigint GENERATED ALWAYS AS IDENTITY, kind text NOT NULL,
     record_key bytea NOT NULL, run_id bytea NOT NULL, body bytea NOT NULL,
     PRIMARY KEY (run_key, seq), UNIQUE (run_key, kind, record_key))"""
-INSERT_ONE = "INSERT INTO {table} (run_key, kind, record_key, run_id, body) VALUES (%b, %b, %b, %b, %b)"
+INSERT_ONE = (
+    "INSERT INTO {table} (run_key, kind, record_key, run_id, body) VALUES (%b, %b, %b, %b, %b)"
+)
 INSERT_MANY = (
     "INSERT INTO {table} (run_key, kind, record_key, run_id, body) SELECT k, t, r, i, b FROM "
     "unnest(%b::bytea[], %b::text[], %b::bytea[], %b::bytea[], %b::bytea[]) "
@@ -86,9 +88,7 @@ class Bench:
                 "SELECT nspname FROM pg_namespace WHERE nspname LIKE %s", (self.prefix + "%",)
             ).fetchall()
             for (name,) in names:
-                connection.execute(
-                    sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(name))
-                )
+                connection.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(name)))
 
     def store(self, schema: str | None = None) -> PostgresRunStore:
         return PostgresRunStore(self.url, schema=schema or self.schema())
@@ -134,8 +134,13 @@ class Bench:
                     else:
                         connection.execute(
                             many,
-                            (keys, ["intent"] * writers, record_keys, [b"bench"] * writers,
-                             [BODY] * writers),
+                            (
+                                keys,
+                                ["intent"] * writers,
+                                record_keys,
+                                [b"bench"] * writers,
+                                [BODY] * writers,
+                            ),
                         )
                 elapsed = time.perf_counter() - began
             best = max(best, writers * rounds / 4 / elapsed)
@@ -367,7 +372,9 @@ async def main(bench: Bench, quick: bool) -> None:
     print("floors (medians of separate samples)")
     fa = statistics.median(bench.floor_a(200) for _ in range(pairs))
     fb = statistics.median(bench.floor_b(50, 160) for _ in range(pairs))
-    print(f"  (a) 4 INSERT+COMMIT per step, one connection : {fa:8.0f} µs/step = {1e6 / fa:6.0f} steps/s")
+    print(
+        f"  (a) 4 INSERT+COMMIT per step, one connection : {fa:8.0f} µs/step = {1e6 / fa:6.0f} steps/s"
+    )
     print(f"  (b) 50 writers, one commit per round         : {fb:8.0f} steps/s")
 
     print()

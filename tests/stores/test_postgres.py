@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import secrets
 import subprocess
 import sys
@@ -105,6 +104,19 @@ def test_the_other_stores_never_import_the_postgres_driver() -> None:
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
     )
     assert "[]" == done.stdout.strip()
+
+
+def test_the_store_without_the_extra_says_how_to_install_it() -> None:
+    """With psycopg missing, importing the store fails naming the extra to install."""
+    code = (
+        "import sys; sys.modules['psycopg'] = None\n"
+        "try:\n    import polyloop.stores.postgres\n"
+        "except ImportError as error:\n    print(error)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert "pip install 'polyloop-stores[postgres]'" in done.stdout
 
 
 def test_the_store_declares_every_optional_capability(store: PostgresRunStore) -> None:
@@ -429,9 +441,7 @@ async def test_a_refused_write_fails_alone_in_its_batch(
     writes += [store.write_run_started(started(f"mate-{i}")) for i in range(5)]
     writes.insert(3, store.write_run_started(started("taken", attempt="second")))
     tasks = [asyncio.ensure_future(w) for w in writes]
-    while not batches:
-        await asyncio.sleep(0.001)
-    await asyncio.sleep(0.05)  # every other write is queued by now
+    await asyncio.sleep(0.05)  # every write is queued by now, the first held in its statement
     release.set()
     outcomes = await asyncio.gather(*tasks, return_exceptions=True)
     [refused_batch] = [b for b in batches if any(b'"attempt":"second"' in body for body in b)]
@@ -505,8 +515,9 @@ async def test_closing_twice_is_harmless_and_a_closed_store_refuses_writes(
         await fresh.aclose()
 
 
-def test_closing_a_store_that_never_connected_starts_nothing() -> None:
-    """A store that was never used opens no connection and closes at once."""
-    store = PostgresRunStore(os.environ.get("POLYLOOP_TEST_POSTGRES_URL", "host=nowhere"))
+def test_a_store_that_is_never_used_starts_no_thread_and_closes_at_once() -> None:
+    """Building and closing (twice) an unused store starts no thread (so opens no session)."""
+    store = PostgresRunStore("host=nowhere.invalid user=u dbname=d")
     store.close()
     store.close()
+    assert [] == [t.name for t in threading.enumerate() if "nowhere.invalid" in t.name]

@@ -75,7 +75,8 @@ def _end_session_holding(schema: str, run_id: str) -> int:
             "'advisory' AND granted AND objsubid = 2 AND classid = %s::oid AND objid = %s::oid",
             (key[0] & 0xFFFFFFFF, key[1] & 0xFFFFFFFF),
         ).fetchone()
-    assert row is not None and row[1] is True, "no session held that lock"
+    assert row is not None, "no session held that lock"
+    assert row[1] is True, "the session holding that lock did not end within 5 s"
     return int(row[0])
 
 
@@ -91,7 +92,8 @@ async def test_a_held_lease_is_refused_naming_the_holder(
     holder = await second.run_lease_holder("busy")
     assert holder is not None
     assert (os.getpid(), socket.gethostname()) == (holder.process_id, holder.host_name)
-    assert holder.acquired_at is not None and holder.acquired_at.endswith("Z")
+    assert holder.acquired_at is not None
+    assert holder.acquired_at.endswith("Z")
     for contender in (first, second):
         with pytest.raises(RunLeaseHeldError, match=f"process {os.getpid()} on host") as caught:
             await contender.acquire_run_lease("busy")
@@ -116,8 +118,8 @@ async def test_a_lease_is_free_again_after_release_and_release_is_idempotent(
 
 
 async def test_closing_the_store_frees_its_leases(stores: Callable[..., PostgresRunStore]) -> None:
-    """close ends the session, so the server frees every lease it held; releasing afterwards
-    does nothing."""
+    """close gives back every lease its session held (before it returns); releasing them
+    afterwards does nothing."""
     first, second = stores(), stores()
     leases = [await first.acquire_run_lease(f"c{i}") for i in range(3)]
     await first.aclose()
@@ -138,7 +140,8 @@ async def test_a_holder_killed_with_sigkill_frees_its_lease_within_a_second(
         run_id = f"killed-{attempt}"
         process = _holder_process(schema_for(str(tmp_path)), run_id)
         holder = await store.run_lease_holder(run_id)
-        assert holder is not None and process.pid == holder.process_id
+        assert holder is not None
+        assert process.pid == holder.process_id
         with pytest.raises(RunLeaseHeldError, match=f"process {process.pid}"):
             await store.acquire_run_lease(run_id)
         os.kill(process.pid, signal.SIGKILL)
@@ -223,7 +226,9 @@ async def test_a_lost_lease_session_fails_that_runs_next_write_and_never_reconne
     await (await store.acquire_run_lease("fenced")).release()
     log = await store.read_log("fenced")
     assert [intent("fenced", IntentKind.ACTION, 0)] == list(log.intents)
-    assert [intent("free", IntentKind.MODEL_CALL, 0)] == list((await store.read_log("free")).intents)
+    assert [intent("free", IntentKind.MODEL_CALL, 0)] == list(
+        (await store.read_log("free")).intents
+    )
 
 
 async def test_a_fresh_lease_after_a_lost_session_writes_again(
@@ -243,7 +248,8 @@ async def test_a_fresh_lease_after_a_lost_session_writes_again(
     holder = await store.run_lease_holder("again")
     await lease.release()
     assert (intent("again", IntentKind.MODEL_CALL, 0),) == (await store.read_log("again")).intents
-    assert holder is not None and os.getpid() == holder.process_id
+    assert holder is not None
+    assert os.getpid() == holder.process_id
 
 
 async def test_a_lock_held_by_another_program_reads_as_an_unnamed_holder(
@@ -259,6 +265,7 @@ async def test_a_lock_held_by_another_program_reads_as_an_unnamed_holder(
         assert LeaseHolder() == await store.run_lease_holder("foreign")
         with pytest.raises(RunLeaseHeldError, match="a holder the store cannot name"):
             await store.acquire_run_lease("foreign")
+        connection.execute("SELECT pg_advisory_unlock(%s, %s)", key)
     await (await store.acquire_run_lease("foreign")).release()
 
 

@@ -21,8 +21,11 @@ from polyloop.session import AgentDefinition, resume, run, validate_log
 from polyloop.stores.postgres import PostgresRunStore
 from polyloop.types import ModelReply, StopReason
 from tests.stores import _agent
-from tests.stores._helpers import expected_log, started
+from tests.stores._helpers import expected_log, finished, started
 from tests.stores._postgres import ROOT, Cluster, admin, open_postgres_store, schema_for
+
+#: Runs per process, steps per run, contested runs.
+COUNTS = ("100", "3", "20")
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +38,7 @@ def cluster() -> Iterator[Cluster]:
 
 
 @pytest.mark.slow
-async def test_two_processes_writing_200_runs_at_once_and_contesting_20_lose_nothing(
+def test_two_processes_writing_200_runs_at_once_and_contesting_20_lose_nothing(
     tmp_path: object,
 ) -> None:
     """Two processes, each with its own sessions, write 100 runs each at the same time and
@@ -44,8 +47,15 @@ async def test_two_processes_writing_200_runs_at_once_and_contesting_20_lose_not
     schema = schema_for(str(tmp_path))
     children = [
         subprocess.Popen(
-            [sys.executable, "-m", "tests.stores._postgres_child", "write-many", schema, label]
-            + ["100", "3", "20"],
+            [
+                sys.executable,
+                "-m",
+                "tests.stores._postgres_child",
+                "write-many",
+                schema,
+                label,
+                *COUNTS,
+            ],
             cwd=ROOT,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -69,16 +79,20 @@ async def test_two_processes_writing_200_runs_at_once_and_contesting_20_lose_not
     won = {label: set(report["won"]) for label, report in zip("AB", reports, strict=True)}
     assert set() == won["A"] & won["B"]
     assert {f"contested-{c}" for c in range(20)} == won["A"] | won["B"]
-    store = open_postgres_store(str(tmp_path))
+    asyncio.run(_check_200_runs(str(tmp_path), won))
+
+
+async def _check_200_runs(where: str, won: dict[str, set[str]]) -> None:
+    store = open_postgres_store(where)
     try:
         for label in "AB":
             for i in range(100):
                 run_id = f"{label}-{i}"
                 assert expected_log(run_id, 3) == await store.read_log(run_id)
             for run_id in won[label]:
-                expected = expected_log(run_id, 3, finish=False)
-                assert expected.steps == (await store.read_log(run_id)).steps
-                assert started(run_id, who=label) == (await store.read_log(run_id)).started
+                log = await store.read_log(run_id)
+                assert expected_log(run_id, 3, finish=False).steps == log.steps
+                assert started(run_id, who=label) == log.started
         assert 220 == len(await store.list_run_ids())
     finally:
         await store.aclose()
@@ -105,7 +119,9 @@ class _PausingModel:
         return parameters
 
 
-def _pausing_definition(store: PostgresRunStore, steps: int) -> tuple[AgentDefinition, _PausingModel]:
+def _pausing_definition(
+    store: PostgresRunStore, steps: int
+) -> tuple[AgentDefinition, _PausingModel]:
     plain = _agent.definition(store, steps)
     model = _PausingModel(plain.model_client, pause_at=2)
     definition = AgentDefinition(
@@ -144,7 +160,8 @@ async def test_a_server_restarted_mid_run_fails_the_write_and_the_run_resumes_af
         assert steps == len(result.steps)
         log = await store.read_log("restarted")
         validate_log(log, "restarted")
-        assert log.finished is not None and result == log.finished.result
+        assert log.finished is not None
+        assert result == log.finished.result
     finally:
         await store.aclose()
 
@@ -162,20 +179,14 @@ async def test_a_lease_held_across_a_server_restart_is_lost_and_can_be_taken_aga
         await asyncio.to_thread(cluster.pause)
         await asyncio.to_thread(cluster.resume)
         with pytest.raises(LeaseLostError):
-            await store.write_run_finished(_agent_finished("leased"))
+            await store.write_run_finished(finished("leased", 0))
         await lease.release()
         lease = await store.acquire_run_lease("leased")
-        await store.write_run_finished(_agent_finished("leased"))
+        await store.write_run_finished(finished("leased", 0))
         await lease.release()
-        assert (await store.read_log("leased")).finished == _agent_finished("leased")
+        assert (await store.read_log("leased")).finished == finished("leased", 0)
     finally:
         await store.aclose()
-
-
-def _agent_finished(run_id: str) -> object:
-    from tests.stores._helpers import finished
-
-    return finished(run_id, 0)
 
 
 @pytest.mark.slow
@@ -193,7 +204,7 @@ async def test_a_server_running_without_fsync_is_refused_saying_why(cluster: Clu
             await asyncio.sleep(0.05)
         store = PostgresRunStore(cluster.url, schema="unsafe")
         try:
-            with pytest.raises(StoreError, match="fsync = off.*Turn fsync on"):
+            with pytest.raises(StoreError, match=r"fsync = off.*Turn fsync on"):
                 await store.write_run_started(started("unsafe"))
         finally:
             await store.aclose()

@@ -68,8 +68,11 @@ _log = logging.getLogger("polyloop.stores.postgres")
 
 #: After a statement of at least this many writes, the next one may wait for more writes ...
 _LINGER_FROM = 4
-#: ... for at most this long (about a third of a commit on a local server with a real disk).
-_LINGER_SECONDS = 0.0003
+#: ... until this share of them is back ...
+_LINGER_BACK = 0.75
+#: ... for at most this share of the last statement's duration, and never longer than this.
+_LINGER_SHARE = 0.5
+_LINGER_LONGEST = 0.002
 
 _COLUMNS = "(run_key, kind, record_key, run_id, body)"
 _INSERT_ONE = "INSERT INTO {table} " + _COLUMNS + " VALUES (%b, %b, %b, %b, %b) "
@@ -186,6 +189,7 @@ class WritingSession:
         self._held: dict[bytes, _Held] = {}
         self._lease_numbers = 0
         self._last_batch = 0
+        self._last_statement_seconds = 0.0
         #: Statements committed so far (several writes may share one).
         self.commits = 0
 
@@ -242,7 +246,17 @@ class WritingSession:
         if thread is not None:
             self._queue.put(None)
             thread.join()
+        self._release_all()
         self._drop()
+
+    def _release_all(self) -> None:
+        """Give back every lease now: ending the session frees them too, but only once the
+        server has processed the end, a moment after ``close`` returned."""
+        connection = self._connection
+        if self._held and connection is not None and not (connection.closed or connection.broken):
+            with contextlib.suppress(psycopg.Error):
+                connection.execute("SELECT pg_advisory_unlock_all()")
+        self._held.clear()
 
     # -- session thread --------------------------------------------------------------------
 
@@ -253,7 +267,8 @@ class WritingSession:
         whole commit and keep the others waiting for it."""
         items = [self._queue.get()]
         expected = min(self._last_batch, self._max_batch)
-        deadline = time.monotonic() + _LINGER_SECONDS
+        wait = min(_LINGER_LONGEST, _LINGER_SHARE * self._last_statement_seconds)
+        deadline = time.monotonic() + wait
         while len(items) < self._max_batch:
             try:
                 items.append(self._queue.get_nowait())
@@ -261,7 +276,7 @@ class WritingSession:
             except queue.Empty:
                 pass
             remaining = deadline - time.monotonic()
-            if expected < _LINGER_FROM or 2 * len(items) >= expected or remaining <= 0:
+            if expected < _LINGER_FROM or len(items) >= _LINGER_BACK * expected or remaining <= 0:
                 break
             if not isinstance(items[-1], PendingWrite):
                 break  # a lease request or a stop does not wait for writes
@@ -378,7 +393,9 @@ class WritingSession:
         if pending:
             try:
                 connection = connection or self._live_connection()
+                began = time.monotonic()
                 stored = self._insert(connection, pending)
+                self._last_statement_seconds = time.monotonic() - began
             except psycopg.Error as error:
                 broken = connection is None or connection.broken or connection.closed
                 if broken:

@@ -27,7 +27,13 @@ import hashlib
 from collections.abc import Mapping
 from types import TracebackType
 
-from psycopg import sql
+try:
+    from psycopg import sql
+except ImportError as missing:  # exercised in a subprocess test
+    raise ImportError(
+        "polyloop.stores.postgres needs psycopg 3, which is an optional extra: "
+        "pip install 'polyloop-stores[postgres]'."
+    ) from missing
 
 from polyloop.errors import ConfigurationError, CorruptLogError, SerializationError, StoreError
 from polyloop.ports import LeaseHolder, RunLog
