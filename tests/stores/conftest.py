@@ -6,11 +6,13 @@ The postgres kind uses the server named by ``POLYLOOP_TEST_POSTGRES_URL`` (see
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
 
 import pytest
 
 from polyloop.ports import RunStore
+from polyloop.stores.postgres import PostgresRunStore
 from tests.stores import _postgres
 from tests.stores._helpers import DURABLE_KINDS, STORE_KINDS, Opened, close_store, open_store
 
@@ -64,3 +66,18 @@ async def durable(request: pytest.FixtureRequest, tmp_path: object) -> AsyncIter
     yield Opened(kind, store, reopen)
     for each in [store, *extra]:
         await close_store(each)
+
+
+@pytest.fixture
+async def postgres_stores(tmp_path: object) -> AsyncIterator[Callable[..., PostgresRunStore]]:
+    """Opens store objects (each with its own sessions) on one schema of the test server."""
+    opened: list[PostgresRunStore] = []
+
+    def make(**options: Any) -> PostgresRunStore:
+        fresh = _postgres.open_postgres_store(str(tmp_path), **options)
+        opened.append(fresh)
+        return fresh
+
+    yield make
+    for each in opened:
+        await each.aclose()

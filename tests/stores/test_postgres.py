@@ -13,7 +13,7 @@ import secrets
 import subprocess
 import sys
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -55,25 +55,8 @@ from tests.stores._postgres import (
 
 
 @pytest.fixture
-async def store(tmp_path: object) -> AsyncIterator[PostgresRunStore]:
-    opened = open_postgres_store(str(tmp_path))
-    yield opened
-    await opened.aclose()
-
-
-@pytest.fixture
-async def another(tmp_path: object) -> AsyncIterator[Callable[..., PostgresRunStore]]:
-    """Opens more store objects (each its own sessions) on the same schema."""
-    opened: list[PostgresRunStore] = []
-
-    def make(**options: Any) -> PostgresRunStore:
-        fresh = open_postgres_store(str(tmp_path), **options)
-        opened.append(fresh)
-        return fresh
-
-    yield make
-    for each in opened:
-        await each.aclose()
+def store(postgres_stores: Callable[..., PostgresRunStore]) -> PostgresRunStore:
+    return postgres_stores()
 
 
 def _password() -> str:
@@ -139,7 +122,7 @@ def test_parameters_name_the_database_and_schema_but_not_how_to_reach_them(
     )
 
 
-async def test_a_run_started_through_one_host_name_resumes_through_another(
+async def test_a_run_started_through_one_host_name_resumes_through_postgres_stores(
     tmp_path: object,
 ) -> None:
     """A store reaching the same database as 'localhost' instead of 127.0.0.1 has the same
@@ -260,11 +243,11 @@ async def test_the_first_write_creates_the_schema(store: PostgresRunStore) -> No
 
 
 async def test_many_store_objects_creating_one_schema_at_once_all_succeed(
-    another: Callable[..., PostgresRunStore],
+    postgres_stores: Callable[..., PostgresRunStore],
 ) -> None:
     """Eight sessions opening the same fresh schema at the same moment all succeed (the
     creation runs under an advisory lock) and all write."""
-    stores = [another() for _ in range(8)]
+    stores = [postgres_stores() for _ in range(8)]
     await asyncio.gather(*(s.open() for s in stores))
     await asyncio.gather(*(s.write_run_started(started(f"c{i}")) for i, s in enumerate(stores)))
     assert [f"c{i}" for i in range(8)] == sorted(await stores[0].list_run_ids())
@@ -284,12 +267,12 @@ def _set_version(schema: str, column: str, value: int) -> None:
 
 
 async def test_a_newer_major_schema_version_is_refused_with_what_to_do(
-    store: PostgresRunStore, another: Callable[..., PostgresRunStore]
+    store: PostgresRunStore, postgres_stores: Callable[..., PostgresRunStore]
 ) -> None:
     """A schema written by a newer major version is refused on read and on write."""
     await write_run(store, "old", 1)
     _set_version(store.schema, "major", 2)
-    fresh = another()
+    fresh = postgres_stores()
     with pytest.raises(StoreError, match=r"schema version 2\.0; .* reads version 1\.x only"):
         await fresh.read_log("old")
     with pytest.raises(StoreError, match=r"schema version 2\.0"):
@@ -297,12 +280,12 @@ async def test_a_newer_major_schema_version_is_refused_with_what_to_do(
 
 
 async def test_a_newer_minor_schema_version_is_read_and_written(
-    store: PostgresRunStore, another: Callable[..., PostgresRunStore]
+    store: PostgresRunStore, postgres_stores: Callable[..., PostgresRunStore]
 ) -> None:
     """A newer minor version only adds, so this version reads and writes it."""
     expected = await write_run(store, "old", 2)
     _set_version(store.schema, "minor", 7)
-    fresh = another()
+    fresh = postgres_stores()
     assert expected == await fresh.read_log("old")
     assert expected_log("new", 1) == await write_run(fresh, "new", 1)
 
@@ -355,12 +338,12 @@ async def test_commits_are_synchronous_whatever_the_database_default_says(
 
 
 async def test_the_writing_session_sets_server_side_keepalive_from_the_timeout(
-    another: Callable[..., PostgresRunStore],
+    postgres_stores: Callable[..., PostgresRunStore],
 ) -> None:
     """dead_connection_timeout_seconds=12 gives idle 6 s + 3 probes 2 s apart, and a 12 s
     user timeout, on the server's end of the session (which is what frees a dead worker's
     leases)."""
-    store = another(dead_connection_timeout_seconds=12)
+    store = postgres_stores(dead_connection_timeout_seconds=12)
     await store.open()
     assert ["6", "2", "3", "12000"] == [
         _setting(store, name)
@@ -377,13 +360,13 @@ async def test_the_writing_session_sets_server_side_keepalive_from_the_timeout(
 
 
 async def test_every_record_a_log_holds_once_is_refused_the_second_time(
-    store: PostgresRunStore, another: Callable[..., PostgresRunStore]
+    store: PostgresRunStore, postgres_stores: Callable[..., PostgresRunStore]
 ) -> None:
     """A second intent of (kind, result_id), model result of a result_id, step of an index,
     RunStarted and RunFinished are refused — also through another session — and the first
     record stands."""
     await write_run(store, "d", 2)
-    other = another()
+    other = postgres_stores()
     for writer in (store, other):
         for attempt in (
             writer.write_intent(intent("d", IntentKind.MODEL_CALL, 1)),

@@ -14,8 +14,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
-from typing import Any
+from collections.abc import Callable
 
 import pytest
 
@@ -26,21 +25,6 @@ from polyloop.stores.postgres import PostgresRunStore, _run_key
 from polyloop.types import IntentKind
 from tests.stores._helpers import intent, started, write_run
 from tests.stores._postgres import ROOT, admin, open_postgres_store, schema_for
-
-
-@pytest.fixture
-async def stores(tmp_path: object) -> AsyncIterator[Callable[..., PostgresRunStore]]:
-    """Opens store objects (each with its own writing session) on one schema."""
-    opened: list[PostgresRunStore] = []
-
-    def make(**options: Any) -> PostgresRunStore:
-        fresh = open_postgres_store(str(tmp_path), **options)
-        opened.append(fresh)
-        return fresh
-
-    yield make
-    for each in opened:
-        await each.aclose()
 
 
 def _holder_process(schema: str, run_id: str) -> subprocess.Popen[str]:
@@ -81,11 +65,11 @@ def _end_session_holding(schema: str, run_id: str) -> int:
 
 
 async def test_a_held_lease_is_refused_naming_the_holder(
-    stores: Callable[..., PostgresRunStore],
+    postgres_stores: Callable[..., PostgresRunStore],
 ) -> None:
     """While one store object holds a run's lease, the same object and another one are refused
     at once with RunLeaseHeldError naming this process, host and the time it was taken."""
-    first, second = stores(), stores()
+    first, second = postgres_stores(), postgres_stores()
     lease = await first.acquire_run_lease("busy")
     assert isinstance(lease, RunLease)
     assert "busy" == lease.run_id
@@ -102,10 +86,10 @@ async def test_a_held_lease_is_refused_naming_the_holder(
 
 
 async def test_a_lease_is_free_again_after_release_and_release_is_idempotent(
-    stores: Callable[..., PostgresRunStore],
+    postgres_stores: Callable[..., PostgresRunStore],
 ) -> None:
     """After release (twice is harmless) nobody holds the lease and another store takes it."""
-    first, second = stores(), stores()
+    first, second = postgres_stores(), postgres_stores()
     lease = await first.acquire_run_lease("r")
     await lease.release()
     await lease.release()
@@ -117,10 +101,12 @@ async def test_a_lease_is_free_again_after_release_and_release_is_idempotent(
     await (await first.acquire_run_lease("r")).release()
 
 
-async def test_closing_the_store_frees_its_leases(stores: Callable[..., PostgresRunStore]) -> None:
+async def test_closing_the_store_frees_its_leases(
+    postgres_stores: Callable[..., PostgresRunStore],
+) -> None:
     """close gives back every lease its session held (before it returns); releasing them
     afterwards does nothing."""
-    first, second = stores(), stores()
+    first, second = postgres_stores(), postgres_stores()
     leases = [await first.acquire_run_lease(f"c{i}") for i in range(3)]
     await first.aclose()
     for lease in leases:
@@ -131,11 +117,11 @@ async def test_closing_the_store_frees_its_leases(stores: Callable[..., Postgres
 
 @pytest.mark.slow
 async def test_a_holder_killed_with_sigkill_frees_its_lease_within_a_second(
-    stores: Callable[..., PostgresRunStore], tmp_path: object
+    postgres_stores: Callable[..., PostgresRunStore], tmp_path: object
 ) -> None:
     """A process holding a lease is SIGKILLed: within one second the lease is free (the server
     saw the connection close; no TTL)."""
-    store = stores()
+    store = postgres_stores()
     for attempt in range(3):
         run_id = f"killed-{attempt}"
         process = _holder_process(schema_for(str(tmp_path)), run_id)
@@ -157,10 +143,12 @@ async def test_a_holder_killed_with_sigkill_frees_its_lease_within_a_second(
         await lease.release()
 
 
-async def test_looking_at_the_holder_takes_nothing(stores: Callable[..., PostgresRunStore]) -> None:
+async def test_looking_at_the_holder_takes_nothing(
+    postgres_stores: Callable[..., PostgresRunStore],
+) -> None:
     """run_lease_holder answers None for a free lease, never takes it, and never makes a
     concurrent acquire of another store object fail."""
-    looker, taker = stores(), stores()
+    looker, taker = postgres_stores(), postgres_stores()
     assert await looker.run_lease_holder("free") is None
     for round_index in range(20):
         run_id = f"look-{round_index}"
@@ -171,9 +159,11 @@ async def test_looking_at_the_holder_takes_nothing(stores: Callable[..., Postgre
         assert await looker.run_lease_holder(run_id) is None
 
 
-async def test_taking_a_lease_creates_no_run_log(stores: Callable[..., PostgresRunStore]) -> None:
+async def test_taking_a_lease_creates_no_run_log(
+    postgres_stores: Callable[..., PostgresRunStore],
+) -> None:
     """A lease taken and released leaves no record: the run reads as empty and is not listed."""
-    store = stores()
+    store = postgres_stores()
     await (await store.acquire_run_lease("ghost")).release()
     assert (RunLog(), ()) == (await store.read_log("ghost"), await store.list_run_ids())
 
@@ -193,21 +183,21 @@ async def test_leases_of_one_run_id_in_two_schemas_are_independent(tmp_path: obj
 
 
 async def test_a_run_id_without_a_utf8_form_cannot_be_leased(
-    stores: Callable[..., PostgresRunStore],
+    postgres_stores: Callable[..., PostgresRunStore],
 ) -> None:
     """A run_id holding a lone surrogate is refused, as for writes."""
     with pytest.raises(StoreError, match="ordinary characters"):
-        await stores().acquire_run_lease("bad \ud800")
+        await postgres_stores().acquire_run_lease("bad \ud800")
 
 
 async def test_a_lost_lease_session_fails_that_runs_next_write_and_never_reconnects_it(
-    stores: Callable[..., PostgresRunStore],
+    postgres_stores: Callable[..., PostgresRunStore],
 ) -> None:
     """The server ends the session holding a run's lease: that run's next writes fail with
     LeaseLostError and are not stored, while a run without a lease in the same store goes on
     (through a new session); another driver may take the lease; after releasing the lost
     lease and taking it again, the run is written once more."""
-    store, rival = stores(), stores()
+    store, rival = postgres_stores(), postgres_stores()
     lease = await store.acquire_run_lease("fenced")
     await store.write_run_started(started("fenced"))
     await store.write_run_started(started("free"))
@@ -232,11 +222,11 @@ async def test_a_lost_lease_session_fails_that_runs_next_write_and_never_reconne
 
 
 async def test_a_fresh_lease_after_a_lost_session_writes_again(
-    stores: Callable[..., PostgresRunStore],
+    postgres_stores: Callable[..., PostgresRunStore],
 ) -> None:
     """Once the lost lease is released and taken again (on the new session), the run's writes
     are stored."""
-    store = stores()
+    store = postgres_stores()
     lease = await store.acquire_run_lease("again")
     await store.write_run_started(started("again"))
     _end_session_holding(store.schema, "again")
@@ -253,11 +243,11 @@ async def test_a_fresh_lease_after_a_lost_session_writes_again(
 
 
 async def test_a_lock_held_by_another_program_reads_as_an_unnamed_holder(
-    stores: Callable[..., PostgresRunStore],
+    postgres_stores: Callable[..., PostgresRunStore],
 ) -> None:
     """A session that is not a PolyLoop store holding the same advisory lock still counts as
     a holder, one the store cannot name."""
-    store = stores()
+    store = postgres_stores()
     await store.open()
     key = lease_lock_key(store.schema, _run_key("foreign") or b"")
     with admin() as connection:
@@ -270,10 +260,10 @@ async def test_a_lock_held_by_another_program_reads_as_an_unnamed_holder(
 
 
 async def test_many_runs_leased_at_once_by_one_store_all_write(
-    stores: Callable[..., PostgresRunStore],
+    postgres_stores: Callable[..., PostgresRunStore],
 ) -> None:
     """One session holds the leases of 30 concurrent runs and writes them all."""
-    store = stores()
+    store = postgres_stores()
     leases = await asyncio.gather(*(store.acquire_run_lease(f"m{i}") for i in range(30)))
     expected = await asyncio.gather(*(write_run(store, f"m{i}", 3) for i in range(30)))
     await asyncio.gather(*(lease.release() for lease in leases))

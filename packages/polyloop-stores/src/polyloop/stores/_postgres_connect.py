@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import reprlib
 import select
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import psycopg
@@ -84,8 +85,10 @@ def connect(
     application_name: str,
     keepalive: Keepalive,
     writing: bool,
+    setup: Callable[[psycopg.Connection[TupleRow]], None] | None = None,
 ) -> psycopg.Connection[TupleRow]:
-    """A connection in autocommit mode, checked as the module docstring says.
+    """A connection in autocommit mode, checked as the module docstring says, then passed to
+    ``setup`` (the writing session creates the schema there).
 
     Raises :class:`StoreError` (or :class:`ConfigurationError` for a database other than the
     one ``parameters()`` names) saying what is wrong and what to do.
@@ -132,12 +135,15 @@ def connect(
                 "for this session; commits would not be durable when they return. Check the "
                 "server's configuration."
             )
+        if setup is not None:
+            setup(connection)
     except BaseException as error:
         connection.close()
         if isinstance(error, psycopg.Error):
             raise StoreError(
                 f"{where}: setting up a new connection failed ({explain(target, error)}). "
-                "Nothing was read or written; check the server, then retry."
+                "Nothing was written. Check the server and this user's rights (creating the "
+                "schema needs CREATE on the database), then retry."
             ) from None
         raise
     return connection

@@ -349,29 +349,23 @@ class WritingSession:
             application_name=self._identity.application_name(),
             keepalive=self._keepalive,
             writing=True,
+            setup=self._prepare,
         )
-        try:
-            create_schema(connection, self._schema, self._name)
-            self._queries = {
-                "one": self._insert_sql[0].as_bytes(connection),
-                "many": self._insert_sql[1].as_bytes(connection),
-                "acquire": self._lease_sql.acquire.as_bytes(connection),
-                "holder": self._lease_sql.holder.as_bytes(connection),
-            }
-        except BaseException as error:
-            connection.close()
-            if isinstance(error, psycopg.Error):
-                raise StoreError(
-                    f"{self._name}: creating the schema failed ({explain(self._target, error)}). "
-                    "Nothing was written; grant this user CREATE on the database, or create the "
-                    "schema once with a user who has it."
-                ) from None
-            raise
         self._generation += 1
         self._connection = connection
         self._ended = EndNotice()
         connection.add_notice_handler(self._ended)
         return connection
+
+    def _prepare(self, connection: _Connection) -> None:
+        """Create the schema if it is missing; render this connection's statements once."""
+        create_schema(connection, self._schema, self._name)
+        self._queries = {
+            "one": self._insert_sql[0].as_bytes(connection),
+            "many": self._insert_sql[1].as_bytes(connection),
+            "acquire": self._lease_sql.acquire.as_bytes(connection),
+            "holder": self._lease_sql.holder.as_bytes(connection),
+        }
 
     def _drop(self) -> None:
         if self._connection is not None:
