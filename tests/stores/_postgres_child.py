@@ -4,6 +4,10 @@ The server is ``POLYLOOP_TEST_POSTGRES_URL`` (inherited). Commands (positional a
 
 - ``hold SCHEMA RUN_ID``: take the run's lease, print ``held``, then wait for stdin to close
   (the parent kills this process while it holds the lease).
+- ``hold-and-fork SCHEMA RUN_ID``: take the lease, write ``RunStarted``, fork a child that
+  tries one write (a model-call intent) through the inherited store and then sleeps; write an
+  action intent itself, print ``held <child pid> refused <error>`` (or ``... wrote``) and wait
+  for stdin to close.
 - ``write-many SCHEMA LABEL RUNS STEPS CONTESTED``: print ``ready``, wait for a line on stdin,
   then concurrently write RUNS whole runs ``LABEL-<i>`` and try to start the CONTESTED runs
   ``contested-<c>`` (whoever started one writes its whole log); print a JSON line listing the
@@ -14,9 +18,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
+import time
 
-from polyloop.errors import RunAlreadyStartedError
+from polyloop.errors import RunAlreadyStartedError, StoreError
 from polyloop.stores.postgres import PostgresRunStore
 from polyloop.types import IntentKind
 from tests.stores._helpers import intent, model_result, started, step_completed, write_run
@@ -27,6 +33,38 @@ async def hold(schema: str, run_id: str) -> None:
     store = PostgresRunStore(server_url(), schema=schema)
     await store.acquire_run_lease(run_id)
     print("held", flush=True)
+    await asyncio.to_thread(sys.stdin.read)
+    await store.aclose()
+
+
+def _forked_child(store: PostgresRunStore, run_id: str, report: int) -> None:
+    """The forked child: it must neither use nor keep alive its parent's session."""
+    try:
+        asyncio.run(store.write_intent(intent(run_id, IntentKind.MODEL_CALL, 0)))
+        outcome = "wrote"
+    except StoreError as error:
+        outcome = f"refused {type(error).__name__}"
+    os.write(report, f"{outcome}\n".encode())
+    os.close(report)
+    time.sleep(60)
+    os._exit(0)
+
+
+async def hold_and_fork(schema: str, run_id: str) -> None:
+    store = PostgresRunStore(server_url(), schema=schema)
+    await store.acquire_run_lease(run_id)
+    await store.write_run_started(started(run_id))
+    read_end, write_end = os.pipe()
+    child = os.fork()
+    if child == 0:
+        os.close(read_end)
+        _forked_child(store, run_id, write_end)
+    os.close(write_end)
+    with os.fdopen(read_end) as pipe:
+        outcome = await asyncio.to_thread(pipe.readline)
+    # The child's end of the fork must have left this session (and its lease) alone.
+    await store.write_intent(intent(run_id, IntentKind.ACTION, 0))
+    print(f"held {child} {outcome.strip()}", flush=True)
     await asyncio.to_thread(sys.stdin.read)
     await store.aclose()
 
@@ -61,6 +99,8 @@ def main(argv: list[str]) -> None:
     command, *rest = argv
     if command == "hold":
         asyncio.run(hold(rest[0], rest[1]))
+    elif command == "hold-and-fork":
+        asyncio.run(hold_and_fork(rest[0], rest[1]))
     elif command == "write-many":
         schema, label, runs, steps, contested = rest
         asyncio.run(write_many(schema, label, int(runs), int(steps), int(contested)))

@@ -8,6 +8,7 @@ run against the real server of ``POLYLOOP_TEST_POSTGRES_URL`` and kill real proc
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import socket
@@ -27,10 +28,10 @@ from tests.stores._helpers import intent, started, write_run
 from tests.stores._postgres import ROOT, admin, open_postgres_store, schema_for
 
 
-def _holder_process(schema: str, run_id: str) -> subprocess.Popen[str]:
+def _holder_process(schema: str, run_id: str, command: str = "hold") -> subprocess.Popen[str]:
     """A child process holding the lease of ``run_id`` (it prints ``held`` once it does)."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "tests.stores._postgres_child", "hold", schema, run_id],
+        [sys.executable, "-m", "tests.stores._postgres_child", command, schema, run_id],
         cwd=ROOT,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
@@ -39,7 +40,8 @@ def _holder_process(schema: str, run_id: str) -> subprocess.Popen[str]:
     )
     assert process.stdout is not None
     line = process.stdout.readline().strip()
-    assert "held" == line, process.stderr.read() if process.stderr else line
+    assert line.startswith("held"), process.stderr.read() if process.stderr else line
+    process.held_line = line  # type: ignore[attr-defined]
     return process
 
 
@@ -131,16 +133,43 @@ async def test_a_holder_killed_with_sigkill_frees_its_lease_within_a_second(
         with pytest.raises(RunLeaseHeldError, match=f"process {process.pid}"):
             await store.acquire_run_lease(run_id)
         os.kill(process.pid, signal.SIGKILL)
-        killed_at = time.monotonic()
         _reap(process)
-        lease: RunLease | None = None
-        while lease is None and time.monotonic() - killed_at < 1.0:
-            try:
-                lease = await store.acquire_run_lease(run_id)
-            except RunLeaseHeldError:
-                await asyncio.sleep(0.01)
-        assert lease is not None, "the lease was still held 1 s after its holder was killed"
-        await lease.release()
+        await (await _acquire_within(store, run_id, 1.0)).release()
+
+
+async def _acquire_within(store: PostgresRunStore, run_id: str, seconds: float) -> RunLease:
+    began = time.monotonic()
+    while True:
+        try:
+            return await store.acquire_run_lease(run_id)
+        except RunLeaseHeldError:
+            assert time.monotonic() - began < seconds, f"the lease was still held after {seconds} s"
+            await asyncio.sleep(0.01)
+
+
+@pytest.mark.slow
+async def test_a_forked_child_of_the_holder_neither_keeps_the_lease_nor_writes(
+    postgres_stores: Callable[..., PostgresRunStore], tmp_path: object
+) -> None:
+    """The holder forks a child: the child's write through the inherited store is refused
+    (and never ends the parent's session, which writes on); then the holder is SIGKILLed and
+    the lease is free within a second, though the child, with copies of every socket, lives."""
+    store = postgres_stores()
+    process = _holder_process(schema_for(str(tmp_path)), "forked", "hold-and-fork")
+    _, pid, *outcome = process.held_line.split()  # type: ignore[attr-defined]
+    grandchild = int(pid)
+    try:
+        assert ["refused", "StoreError"] == outcome
+        os.kill(process.pid, signal.SIGKILL)
+        _reap(process)
+        await (await _acquire_within(store, "forked", 1.0)).release()
+        os.kill(grandchild, 0)  # raises if the child were gone: it lives, sockets and all
+        assert [intent("forked", IntentKind.ACTION, 0)] == list(
+            (await store.read_log("forked")).intents
+        )
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(grandchild, signal.SIGKILL)
 
 
 async def test_looking_at_the_holder_takes_nothing(

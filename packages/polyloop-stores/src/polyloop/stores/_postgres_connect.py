@@ -10,8 +10,11 @@ server that runs with ``fsync = off``.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import reprlib
 import select
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -22,6 +25,31 @@ from polyloop.errors import ConfigurationError, StoreError
 from polyloop.stores._postgres_target import ConnectionTarget
 
 __all__ = ["EndNotice", "Keepalive", "connect", "ended_while_idle", "explain", "shown_run_id"]
+
+#: Every connection this process opened and has not closed, for the fork hook below.
+_OPEN: weakref.WeakSet[psycopg.Connection[TupleRow]] = weakref.WeakSet()
+
+
+def _forget_connections_in_child() -> None:
+    """In a process forked from this one: point the inherited sockets at ``/dev/null``.
+
+    A forked child holds a copy of every socket. If it kept them, a server session — and the
+    run leases it holds — would outlive the parent as long as the child lives. Closing the
+    copies (not the sessions: they are the parent's) ends that; ``/dev/null`` in their place
+    keeps the descriptor numbers harmless should the child's copies of the connection objects
+    ever try to write to them.
+    """
+    devnull = os.open(os.devnull, os.O_RDWR)
+    try:
+        for connection in list(_OPEN):
+            with contextlib.suppress(Exception):
+                os.dup2(devnull, connection.fileno())
+    finally:
+        os.close(devnull)
+    _OPEN.clear()
+
+
+os.register_at_fork(after_in_child=_forget_connections_in_child)
 
 #: The oldest server with ``tcp_user_timeout`` (the server-side bound on a dead peer).
 _OLDEST_SERVER = 120000
@@ -103,6 +131,7 @@ def connect(
             f"{where}: cannot connect to the server ({explain(target, error)}). Nothing was "
             "read or written; check that it runs and accepts this user, then retry."
         ) from None
+    _OPEN.add(connection)
     try:
         if writing:
             connection.execute(f"SET synchronous_commit = on; {keepalive.server_settings()}")

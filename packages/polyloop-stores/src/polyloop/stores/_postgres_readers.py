@@ -110,6 +110,12 @@ class ReaderConnections:
             with contextlib.suppress(Exception):
                 reader.connection.close()
 
+    def abandon_in_child(self) -> None:
+        """In a forked child: close the copies of the parent's reading connections."""
+        self._lock = threading.Lock()
+        self._local = threading.local()
+        self.close()
+
     def _open(self) -> _Reader:
         reader = _Reader(
             connect(

@@ -199,7 +199,8 @@ class WritingSession:
         with self._lock:
             if self._closed:
                 raise StoreError(
-                    f"{self._name} is closed; open a new store on the same database to continue."
+                    f"{self._name} is closed (or belongs to the process this one was forked "
+                    "from); open a new store on the same database to continue."
                 )
             if self._thread is None:
                 self._thread = threading.Thread(target=self._work, name=self._name, daemon=True)
@@ -247,6 +248,16 @@ class WritingSession:
             self._queue.put(None)
             thread.join()
         self._release_all()
+        self._drop()
+
+    def abandon_in_child(self) -> None:
+        """In a process forked from the owner: this session is the parent's. Refuse every use
+        from now on; close the child's copy of the connection (its socket already points at
+        ``/dev/null``, see ``_postgres_connect``), which leaves the parent's session alone."""
+        self._lock = threading.Lock()  # the parent's may have been held at the fork
+        self._closed = True
+        self._thread = None
+        self._held.clear()
         self._drop()
 
     def _release_all(self) -> None:

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
+import weakref
 from collections.abc import Mapping
 from types import TracebackType
 
@@ -98,6 +100,19 @@ def _check_schema_name(schema: object) -> str:
     return schema
 
 
+#: Every store of this process, so that a forked child can disown them (see ``_in_child``).
+_STORES: weakref.WeakSet[PostgresRunStore] = weakref.WeakSet()
+
+
+def _in_child() -> None:
+    """A forked child must not use (or keep alive) its parent's sessions and leases."""
+    for store in list(_STORES):
+        store._abandon_in_child()
+
+
+os.register_at_fork(after_in_child=_in_child)
+
+
 class PostgresRunStore:
     """Run logs of many runs in schema ``schema`` of the database ``conninfo`` reaches.
 
@@ -152,6 +167,7 @@ class PostgresRunStore:
             application_name="polyloop reader",
         )
         self._holder_sql = HolderQueries(self._schema)
+        _STORES.add(self)
         table = sql.Identifier(self._schema, "run_records")
         self._select_sql = sql.SQL(
             "SELECT seq, body FROM {} WHERE run_key = %b ORDER BY seq"
@@ -245,6 +261,12 @@ class PostgresRunStore:
         self._session.close()
         self._reader_threads.close()
         self._readers.close()
+
+    def _abandon_in_child(self) -> None:
+        self._session.abandon_in_child()
+        self._readers.abandon_in_child()
+        self._reader_threads = WorkerPool(self._name, 1)
+        self._reader_threads.close()  # a closed pool: reads refuse at once instead of hanging
 
     async def aclose(self) -> None:
         """:meth:`close` without blocking the event loop."""
