@@ -91,7 +91,7 @@ start() {
     [ "$(id -u)" = 0 ] && chown -R "$(id -u postgres 2>/dev/null || id -u nobody)" "$dir"
     as_owner "$bin/initdb" -D "$dir/data" -U polyloop --pwfile="$dir/password" \
         --auth-local=trust --auth-host=scram-sha-256 --encoding=UTF8 --locale=C --no-sync \
-        >"$dir/initdb.log" 2>&1 || { cat "$dir/initdb.log" >&2; exit 1; }
+        >"$dir/initdb.log" 2>&1 || { cat "$dir/initdb.log" >&2; rm -rf "$dir"; exit 1; }
     cat >>"$dir/data/postgresql.conf" <<'CONF'
 # polyloop test cluster
 fsync = on
@@ -112,6 +112,7 @@ CONF
         say "start on port $port failed (attempt $attempt); last log lines:"
         tail -n 5 "$dir/server.log" >&2 || true
     done
+    rm -rf "$dir"
     exit 1
 }
 
