@@ -7,10 +7,14 @@ with ``bash contract-suite/run.sh`` (``pytest contract-suite --polyloop-contract
 from __future__ import annotations
 
 import itertools
+import os
+import secrets
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
+from psycopg import sql
 
 from polyloop.ports import (
     Action,
@@ -23,6 +27,7 @@ from polyloop.ports import (
 )
 from polyloop.stores.jsonl import JsonlRunStore
 from polyloop.stores.memory import MemoryRunStore
+from polyloop.stores.postgres import PostgresRunStore
 from polyloop.stores.sqlite import SqliteRunStore
 from polyloop.testing import (
     LineDecisionParser,
@@ -36,11 +41,14 @@ from polyloop.tools import Tool, ToolRegistry, ToolSpec
 from polyloop_contract import StoreCapabilities
 
 # ---------------------------------------------------------------------------
-# RunStore: memory, jsonl, sqlite
+# RunStore: memory, jsonl, sqlite, postgres
 # ---------------------------------------------------------------------------
 
+#: The PostgreSQL server the postgres store is checked on (scripts/test.sh starts one).
+POSTGRES_URL = "POLYLOOP_TEST_POSTGRES_URL"
 
-@pytest.fixture(params=["memory", "jsonl", "sqlite"])
+
+@pytest.fixture(params=["memory", "jsonl", "sqlite", "postgres"])
 def store_kind(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
@@ -49,9 +57,31 @@ def store_kind(request: pytest.FixtureRequest) -> str:
 def opened_stores() -> Iterator[list[RunStore]]:
     stores: list[RunStore] = []
     yield stores
+    schemas = set()
     for store in stores:
-        if isinstance(store, JsonlRunStore | SqliteRunStore):
+        if isinstance(store, JsonlRunStore | SqliteRunStore | PostgresRunStore):
             store.close()
+        if isinstance(store, PostgresRunStore):
+            schemas.add(store.schema)
+    if schemas:
+        with psycopg.connect(os.environ[POSTGRES_URL], autocommit=True) as connection:
+            for schema in sorted(schemas):
+                connection.execute(
+                    sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema))
+                )
+
+
+def _postgres_url() -> str:
+    url = os.environ.get(POSTGRES_URL)
+    if not url:
+        pytest.fail(
+            f"{POSTGRES_URL} is not set: the postgres store is checked on a real server. Run "
+            'bash scripts/test.sh (it starts one), or `dir="$(bash '
+            'scripts/postgres-test-cluster.sh start)"; export '
+            f'{POSTGRES_URL}="$(cat "$dir/url")"`, or point it at your own server.',
+            pytrace=False,
+        )
+    return url
 
 
 @pytest.fixture
@@ -59,6 +89,7 @@ def polyloop_store_factory(
     store_kind: str, tmp_path: Path, opened_stores: list[RunStore]
 ) -> Callable[[], RunStore]:
     counter = itertools.count()
+    tag = secrets.token_hex(4)
 
     def make() -> RunStore:
         store: RunStore
@@ -66,8 +97,10 @@ def polyloop_store_factory(
             store = MemoryRunStore()
         elif store_kind == "jsonl":
             store = JsonlRunStore(tmp_path / f"jsonl-{next(counter)}")
-        else:
+        elif store_kind == "sqlite":
             store = SqliteRunStore(tmp_path / f"runs-{next(counter)}.sqlite3")
+        else:
+            store = PostgresRunStore(_postgres_url(), schema=f"contract_{tag}_{next(counter)}")
         opened_stores.append(store)
         return store
 
@@ -85,6 +118,8 @@ def polyloop_store_reopen(
         fresh: RunStore
         if isinstance(store, JsonlRunStore):
             fresh = JsonlRunStore(store.directory)
+        elif isinstance(store, PostgresRunStore):
+            fresh = PostgresRunStore(_postgres_url(), schema=store.schema)
         else:
             assert isinstance(store, SqliteRunStore)
             fresh = SqliteRunStore(store.path)

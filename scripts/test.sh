@@ -7,6 +7,11 @@ source scripts/bootstrap-uv.sh
 PATH="$(dirname "$UV"):$PATH"
 export PATH
 "$UV" sync --all-packages --frozen
+# PostgreSQL for the postgres store's tests: a throwaway cluster unless the caller names a server.
+if [ -z "${POLYLOOP_TEST_POSTGRES_URL:-}" ] && pg_dir="$(bash scripts/postgres-test-cluster.sh start)"; then
+    trap 'bash scripts/postgres-test-cluster.sh stop "$pg_dir"' EXIT
+    export POLYLOOP_TEST_POSTGRES_URL="$(cat "$pg_dir/url")"
+fi
 echo "== ruff"; "$UV" run --frozen ruff format --check . && "$UV" run --frozen ruff check .
 echo "== import-linter"; "$UV" run --frozen lint-imports
 echo "== mypy --strict"; "$UV" run --frozen mypy

@@ -15,6 +15,7 @@ import pytest
 from polyloop.ports import RunLog, RunStore
 from polyloop.stores.jsonl import JsonlRunStore
 from polyloop.stores.memory import MemoryRunStore
+from polyloop.stores.postgres import PostgresRunStore
 from polyloop.stores.sqlite import SqliteRunStore
 from polyloop.types import (
     ActionOutcome,
@@ -31,9 +32,12 @@ from polyloop.types import (
     StepRecord,
     StopReason,
 )
+from tests.stores._postgres import open_postgres_store
 
-STORE_KINDS = ("memory", "jsonl", "sqlite")
-DURABLE_KINDS = ("jsonl", "sqlite")
+STORE_KINDS = ("memory", "jsonl", "sqlite", "postgres")
+DURABLE_KINDS = ("jsonl", "sqlite", "postgres")
+#: The stores that keep their logs in local files.
+FILE_KINDS = ("jsonl", "sqlite")
 
 #: run_ids that must neither escape a jsonl directory nor collide with one another.
 HOSTILE_RUN_IDS = (
@@ -56,20 +60,25 @@ HOSTILE_RUN_IDS = (
 )
 
 
-def open_store(kind: str, where: str) -> RunStore:
-    """A fresh store of ``kind`` on the storage at ``where`` (a directory)."""
+def open_store(kind: str, where: str, **options: Any) -> RunStore:
+    """A fresh store of ``kind`` on the storage at ``where`` (a directory; for postgres, the
+    schema standing for it on the test server)."""
     if kind == "memory":
         return MemoryRunStore()
     if kind == "jsonl":
-        return JsonlRunStore(os.path.join(where, "runs"))
+        return JsonlRunStore(os.path.join(where, "runs"), **options)
     if kind == "sqlite":
-        return SqliteRunStore(os.path.join(where, "runs.db"))
+        return SqliteRunStore(os.path.join(where, "runs.db"), **options)
+    if kind == "postgres":
+        return open_postgres_store(where, **options)
     raise AssertionError(kind)
 
 
 async def close_store(store: object) -> None:
     if isinstance(store, JsonlRunStore | SqliteRunStore):
         await store.__aexit__(None, None, None)
+    elif isinstance(store, PostgresRunStore):
+        await store.aclose()
 
 
 def storage_entries(where: str) -> list[str]:
@@ -202,6 +211,10 @@ def stall_disk(kind: str, monkeypatch: pytest.MonkeyPatch, until: threading.Even
 
     if kind == "jsonl":
         monkeypatch.setattr(jsonl, "_sync_data", stalled(jsonl._sync_data))
+    elif kind == "postgres":
+        from polyloop.stores._postgres_session import WritingSession
+
+        monkeypatch.setattr(WritingSession, "_insert", stalled(WritingSession._insert))
     else:
         writer = _group_commit.GroupCommitWriter
         monkeypatch.setattr(writer, "_insert", stalled(writer._insert))

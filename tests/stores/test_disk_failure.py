@@ -19,11 +19,11 @@ from polyloop.ports import RunLog
 from polyloop.stores import jsonl
 from polyloop.stores.jsonl import JsonlRunStore
 from polyloop.types import IntentKind
-from tests.stores._helpers import DURABLE_KINDS, intent, read_bytes, started
+from tests.stores._helpers import FILE_KINDS, intent, read_bytes, started
 from tests.stores._procs import child, finish
 
 
-@pytest.mark.parametrize("kind", DURABLE_KINDS)
+@pytest.mark.parametrize("kind", FILE_KINDS)
 def test_a_disk_that_refuses_writes_fails_the_write_and_keeps_the_store_readable(
     kind: str, tmp_path: object
 ) -> None:

@@ -21,15 +21,14 @@ from tests.stores._helpers import (
     Ticker,
     close_store,
     intent,
+    open_store,
     stall_disk,
     started,
 )
 
 
 def _store(kind: str, where: str, **options: Any) -> RunStore:
-    if kind == "jsonl":
-        return JsonlRunStore(os.path.join(where, "runs"), **options)
-    return SqliteRunStore(os.path.join(where, "runs.db"), **options)
+    return open_store(kind, where, **options)
 
 
 async def _wake_ups_for_20_writes(store: RunStore, monkeypatch: pytest.MonkeyPatch) -> int:

@@ -36,6 +36,7 @@ from polyloop.session import ResumeMove, plan_resume, resume, validate_log
 from polyloop.types import Intent, ModelCallResult, RunFinished, RunStarted, StopReason
 from tests.stores import _agent
 from tests.stores._helpers import DURABLE_KINDS, close_store, open_store
+from tests.stores._postgres import wait_until_sessions_end
 from tests.stores._procs import child
 
 KILLS_PER_STORE = int(os.environ.get("POLYLOOP_KILLS", "50"))
@@ -83,6 +84,7 @@ class Zygote:
     def __init__(self, kind: str, where: str) -> None:
         self.process = child("zygote", kind, where, stdin=True)
         self.lines: queue.Queue[str | None] = queue.Queue()
+        self.last_pid = 0
         self.reader = threading.Thread(target=self._pump, daemon=True)
         self.reader.start()
         assert self._next() == "ready"
@@ -118,6 +120,7 @@ class Zygote:
                 pid = int(line.split()[1])
             elif line.startswith("reaped "):
                 assert pid == int(line.split()[1])
+                self.last_pid = pid
                 return records
             elif line.startswith("{"):
                 try:
@@ -208,6 +211,10 @@ def test_sigkill_at_random_moments_loses_no_acknowledged_write(kind: str, tmp_pa
             prefix = f"k{round_index}"
             steps = rng.randint(2, 8)
             lines = zygote.kill_round(prefix, steps, rng)
+            if kind == "postgres":
+                # The server may still commit the statement the killed process had sent; it
+                # frees that process's sessions (and leases) only afterwards.
+                wait_until_sessions_end(zygote.last_pid)
             asyncio.run(_check_round(kind, where, prefix, steps, _acknowledged(lines), tally))
     finally:
         zygote.close()

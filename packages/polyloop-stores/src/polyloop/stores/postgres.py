@@ -1,0 +1,351 @@
+"""A durable RunStore on a PostgreSQL server, shared by many processes and machines.
+
+Each record is one row holding the tagged JSON of
+:func:`polyloop.serialization.dumps_log_record`; ``write_step_completed`` is therefore one row,
+applied atomically. Every write goes to the store's one **writing session** (a thread and its
+connection, :mod:`polyloop.stores._postgres_session`), which commits whatever is pending in one
+statement: concurrent runs share commits, while each write returns only once its statement has
+committed with ``synchronous_commit = on`` — so every acknowledged write, and all writes of its
+run before it, are durable (prefix durability: a run awaits each write before the next). The
+store refuses a server running with ``fsync = off``.
+
+The database refuses every record a log holds at most once (a unique index), which decides
+races between processes and machines. **Run leases** are session advisory locks held by the
+writing session: the server frees them when the session ends, however it ends, and a leased
+run's writes go through that very session, so a store that lost its session can never write a
+run someone else may now drive (:class:`~polyloop.errors.LeaseLostError`).
+
+Reads use their own connections on reader threads and see committed rows only; a read creates
+nothing, not even the schema. Nothing here runs on the event loop. Needs the extra
+``polyloop-stores[postgres]`` (psycopg 3). Designs 0029 (layout, durability) and 0030 (leases).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import weakref
+from collections.abc import Mapping
+from types import TracebackType
+
+try:
+    from psycopg import sql
+except ImportError as missing:  # exercised in a subprocess test
+    raise ImportError(
+        "polyloop.stores.postgres needs psycopg 3, which is an optional extra: "
+        "pip install 'polyloop-stores[postgres]'."
+    ) from missing
+
+from polyloop.errors import ConfigurationError, CorruptLogError, SerializationError, StoreError
+from polyloop.ports import LeaseHolder, RunLog
+from polyloop.serialization import LogRecord, dumps_log_record, log_record_tag
+from polyloop.stores._decoding import decode_log_record
+from polyloop.stores._postgres_connect import Keepalive, shown_run_id
+from polyloop.stores._postgres_lease import (
+    HolderQueries,
+    PostgresRunLease,
+    holder_from_row,
+    lease_lock_key,
+)
+from polyloop.stores._postgres_readers import ReaderConnections
+from polyloop.stores._postgres_session import PendingWrite, WritingSession
+from polyloop.stores._postgres_target import parse_target
+from polyloop.stores._records import LogBuilder
+from polyloop.stores._threads import (
+    DEFAULT_IDLE_WAIT_SECONDS,
+    Completion,
+    WorkerPool,
+    check_idle_wait,
+)
+from polyloop.types import Intent, ModelCallResult, RunFinished, RunStarted, StepCompleted
+
+__all__ = ["PostgresRunLease", "PostgresRunStore"]
+
+
+def _run_key(run_id: str) -> bytes | None:
+    """SHA-256 of the run_id's UTF-8, or ``None`` for a run_id that has no UTF-8 form."""
+    try:
+        return hashlib.sha256(run_id.encode("utf-8")).digest()
+    except UnicodeEncodeError:
+        return None
+
+
+def _record_key(record: LogRecord) -> bytes:
+    """What makes a record unique within its run and kind (see ``_postgres_schema``)."""
+    if isinstance(record, Intent):
+        text = f"{record.kind.value}:{record.result_id}"
+    elif isinstance(record, ModelCallResult):
+        text = record.result_id
+    elif isinstance(record, StepCompleted):
+        text = str(record.step.step_idx)
+    else:
+        return b""
+    return text.encode("utf-8", "surrogatepass")
+
+
+def _check_schema_name(schema: object) -> str:
+    if (
+        not isinstance(schema, str)
+        or not schema
+        or "\0" in schema
+        or len(schema.encode("utf-8", "surrogatepass")) > 63
+        or schema.lower().startswith("pg_")
+    ):
+        raise ConfigurationError(
+            f"PostgresRunStore schema={schema!r} is not usable: give 1 to 63 bytes of text, "
+            "without NUL and not starting with 'pg_' (PostgreSQL cuts longer names, which "
+            "would make two stores share one schema)."
+        )
+    return schema
+
+
+#: Every store of this process, so that a forked child can disown them (see ``_in_child``).
+_STORES: weakref.WeakSet[PostgresRunStore] = weakref.WeakSet()
+
+
+def _in_child() -> None:
+    """A forked child must not use (or keep alive) its parent's sessions and leases."""
+    for store in list(_STORES):
+        store._abandon_in_child()
+
+
+os.register_at_fork(after_in_child=_in_child)
+
+
+class PostgresRunStore:
+    """Run logs of many runs in schema ``schema`` of the database ``conninfo`` reaches.
+
+    ``conninfo`` is a ``postgresql://`` URL or libpq ``key=value`` text (empty: libpq's
+    defaults and ``PG*`` variables). Its password never appears in ``parameters()``, ``repr``,
+    messages or logs. ``parameters()`` names the database and schema only — not host, port or
+    user — so a run started through one host name resumes through another.
+
+    The schema and its tables are created on the first write (or lease, or :meth:`open`),
+    safely when several processes start at once. ``dead_connection_timeout_seconds`` bounds,
+    through TCP keepalive on both ends, how long a dead peer goes unnoticed: the server frees
+    the leases of a worker whose machine died after about that long (design 0030).
+    ``readers`` is how many connections read at once; ``idle_wait_ms`` as for the SQLite
+    store (design 0017).
+
+    Use it as ``async with PostgresRunStore(url) as store:`` or call :meth:`close`.
+    """
+
+    def __init__(
+        self,
+        conninfo: str = "",
+        *,
+        schema: str = "polyloop",
+        dead_connection_timeout_seconds: int = 30,
+        readers: int = 2,
+        idle_wait_ms: float = DEFAULT_IDLE_WAIT_SECONDS * 1000,
+    ) -> None:
+        self._schema = _check_schema_name(schema)
+        self._target = parse_target(conninfo, "PostgresRunStore")
+        timeout = dead_connection_timeout_seconds
+        if isinstance(timeout, bool) or not isinstance(timeout, int) or not 2 <= timeout <= 3600:
+            raise ConfigurationError(
+                "PostgresRunStore dead_connection_timeout_seconds must be an int from 2 to "
+                f"3600, got {timeout!r}."
+            )
+        if isinstance(readers, bool) or not isinstance(readers, int) or not 1 <= readers <= 64:
+            raise ConfigurationError(
+                f"PostgresRunStore readers must be an int from 1 to 64, got {readers!r}."
+            )
+        idle_wait = check_idle_wait("PostgresRunStore", idle_wait_ms)
+        keepalive = Keepalive(timeout)
+        self._name = f"PostgresRunStore({self._target.describe()} schema={self._schema})"
+        self._session = WritingSession(
+            self._name, self._target, self._schema, keepalive, idle_wait=idle_wait
+        )
+        self._reader_threads = WorkerPool(self._name, readers, idle_wait=idle_wait)
+        self._readers = ReaderConnections(
+            self._name,
+            self._target,
+            self._schema,
+            keepalive,
+            application_name="polyloop reader",
+        )
+        self._holder_sql = HolderQueries(self._schema)
+        _STORES.add(self)
+        table = sql.Identifier(self._schema, "run_records")
+        self._select_sql = sql.SQL(
+            "SELECT seq, body FROM {} WHERE run_key = %b ORDER BY seq"
+        ).format(table)
+        self._list_sql = sql.SQL(
+            "SELECT run_id FROM {} GROUP BY run_key, run_id ORDER BY min(seq)"
+        ).format(table)
+
+    # -- public surface ------------------------------------------------------------------
+
+    def parameters(self) -> Mapping[str, str]:
+        """``kind``, ``database`` and ``schema``: where the logs are, not how to get there."""
+        return {"kind": "postgres", "database": self._target.database, "schema": self._schema}
+
+    def __repr__(self) -> str:
+        t = self._target
+        return (
+            f"PostgresRunStore(host={t.host!r}, port={t.port!r}, user={t.user!r}, "
+            f"database={t.database!r}, schema={self._schema!r})"
+        )
+
+    @property
+    def database(self) -> str:
+        """The database name, as ``parameters()`` gives it."""
+        return self._target.database
+
+    @property
+    def schema(self) -> str:
+        """The PostgreSQL schema holding this store's tables."""
+        return self._schema
+
+    @property
+    def commits(self) -> int:
+        """Statements this store has committed (several writes may share one)."""
+        return self._session.commits
+
+    async def write_run_started(self, record: RunStarted) -> None:
+        await self._write(record)
+
+    async def write_intent(self, record: Intent) -> None:
+        await self._write(record)
+
+    async def write_model_call_result(self, record: ModelCallResult) -> None:
+        await self._write(record)
+
+    async def write_step_completed(self, record: StepCompleted) -> None:
+        await self._write(record)
+
+    async def write_run_finished(self, record: RunFinished) -> None:
+        await self._write(record)
+
+    async def read_log(self, run_id: str) -> RunLog:
+        run_key = _run_key(run_id)
+        if run_key is None:
+            return RunLog()  # such a run_id can never have been written
+        return await self._reader_threads.run(self._read, run_id, run_key)
+
+    async def list_run_ids(self) -> tuple[str, ...]:
+        """Every run_id with at least one record, in order of its first record."""
+        return await self._reader_threads.run(self._list)
+
+    async def run_ids(self) -> tuple[str, ...]:
+        """The same as :meth:`list_run_ids` (the name the other durable stores also offer)."""
+        return await self.list_run_ids()
+
+    async def acquire_run_lease(self, run_id: str) -> PostgresRunLease:
+        """Take the lease of ``run_id`` now, or raise :class:`RunLeaseHeldError` at once."""
+        run_key = self._storable_key(run_id)
+        lock_key = lease_lock_key(self._schema, run_key)
+        number = await self._session.acquire(run_id, run_key, lock_key)
+
+        async def release() -> None:
+            await self._session.release(run_key, number)
+
+        return PostgresRunLease(run_id, release)
+
+    async def run_lease_holder(self, run_id: str) -> LeaseHolder | None:
+        """Who holds the lease of ``run_id`` now (``None``: nobody); takes nothing."""
+        run_key = _run_key(run_id)
+        if run_key is None:
+            return None
+        return await self._reader_threads.run(self._holder, run_key)
+
+    async def open(self) -> None:
+        """Connect the writing session now (creating the schema) instead of on first use."""
+        await self._session.open()
+
+    def close(self) -> None:
+        """Commit writes in flight, then end every session (which frees this store's leases).
+        Blocks; from async code use :meth:`aclose` or ``async with``."""
+        self._session.close()
+        self._reader_threads.close()
+        self._readers.close()
+
+    def _abandon_in_child(self) -> None:
+        self._session.abandon_in_child()
+        self._readers.abandon_in_child()
+        self._reader_threads = WorkerPool(self._name, 1)
+        self._reader_threads.close()  # a closed pool: reads refuse at once instead of hanging
+
+    async def aclose(self) -> None:
+        """:meth:`close` without blocking the event loop."""
+        await asyncio.to_thread(self.close)
+
+    async def __aenter__(self) -> PostgresRunStore:
+        await self.open()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    # -- plumbing --------------------------------------------------------------------------
+
+    def _storable_key(self, run_id: str) -> bytes:
+        run_key = _run_key(run_id)
+        if run_key is None:
+            raise StoreError(
+                f"run_id {shown_run_id(run_id)} is not valid Unicode text (it holds a lone surrogate) "
+                "and cannot be stored; use a run_id made of ordinary characters."
+            )
+        return run_key
+
+    async def _write(self, record: LogRecord) -> None:
+        run_id = record.run_id
+        run_key = self._storable_key(run_id)
+        write = PendingWrite(
+            Completion(),
+            run_key,
+            run_id.encode("utf-8"),
+            log_record_tag(record),
+            _record_key(record),
+            dumps_log_record(record).encode("utf-8"),
+        )
+        await self._session.write(write)
+
+    def _read(self, run_id: str, run_key: bytes) -> RunLog:
+        rows = self._readers.run(
+            lambda connection: connection.execute(
+                self._select_sql, (run_key,), binary=True
+            ).fetchall(),
+            f"reading the log of run {shown_run_id(run_id)}",
+        )
+        builder = LogBuilder(run_id, self._name)
+        for seq, body in rows or ():
+            try:
+                record = decode_log_record(bytes(body))
+            except (SerializationError, UnicodeDecodeError) as error:
+                raise CorruptLogError(
+                    f"{self._name}, run_records seq {seq}: not a valid log record ({error}). "
+                    "The table was altered outside PolyLoop; repair or delete that row (keep "
+                    "a copy) before reading this run."
+                ) from None
+            builder.add(record, "run_records seq", seq)
+        return builder.build()
+
+    def _list(self) -> tuple[str, ...]:
+        rows = self._readers.run(
+            lambda connection: connection.execute(self._list_sql, binary=True).fetchall(),
+            "listing the runs",
+        )
+        return tuple(bytes(run_id).decode("utf-8") for (run_id,) in rows or ())
+
+    def _holder(self, run_key: bytes) -> LeaseHolder | None:
+        lock_key = lease_lock_key(self._schema, run_key)
+        queries = self._holder_sql
+        details = queries.holder_parameters(lock_key, run_key, with_details=True)
+        bare = queries.holder_parameters(lock_key, run_key, with_details=False)
+        row = self._readers.run(
+            lambda connection: connection.execute(queries.holder, details).fetchone(),
+            "looking up a run's lease holder",
+            # No tables yet: the lock table alone still says whether someone holds the lock.
+            without_tables=lambda connection: connection.execute(
+                queries.holder_without_details, bare
+            ).fetchone(),
+        )
+        return holder_from_row(row)
