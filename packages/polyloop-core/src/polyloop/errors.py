@@ -99,10 +99,10 @@ class RunLeaseHeldError(PolyLoopError):
         ``where`` names the lease's storage (a file, a database) when that helps a reader.
         """
         who = (holder or LeaseHolder()).describe()
-        place = f" (lease {where})" if where else ""
+        place = f" Lease: {where}" if where else ""
         return cls(
-            f"Run {run_id!r} is being driven right now by {who}{place}; nothing was read or "
-            "written. Wait for that driver to finish (or pass lease_wait_seconds to run/resume).",
+            f"Run {run_id!r} is being driven right now by {who}; nothing was read or written. "
+            f"Wait for that driver to finish, or pass lease_wait_seconds to run/resume.{place}",
             run_id=run_id,
             holder=holder,
         )
