@@ -136,7 +136,8 @@ def _schema_minor(connection: sqlite3.Connection, path: str) -> int | None:
 
 
 def create_schema(connection: sqlite3.Connection, path: str, synchronous: str) -> None:
-    """Switch the file to WAL and create the tables if they are missing (idempotent)."""
+    """Switch the file to WAL, create the tables if they are missing, and bring an older
+    schema 1.x up to this one (idempotent; safe when several processes do it at once)."""
     mode = connection.execute("PRAGMA journal_mode = WAL").fetchone()[0]
     if str(mode).lower() != "wal":
         raise StoreError(
@@ -144,20 +145,28 @@ def create_schema(connection: sqlite3.Connection, path: str, synchronous: str) -
             "network or read-only file system; put the database on a local disk."
         )
     connection.execute(f"PRAGMA synchronous = {synchronous}")
-    if check_schema(connection, path):
+    minor = _schema_minor(connection, path)
+    if minor is not None and minor >= SCHEMA_MINOR:
         return
+    connection.create_function("polyloop_stored_key", 1, stored_key, deterministic=True)
     connection.execute("BEGIN IMMEDIATE")
     try:
-        if not check_schema(connection, path):
+        # Looked at again under the write lock: another process may have done it meanwhile.
+        minor = _schema_minor(connection, path)
+        if minor is None:
             for statement in _CREATE:
                 connection.execute(statement)
             connection.execute(
                 "INSERT INTO polyloop_schema (id, major, minor) VALUES (1, ?, ?)",
                 (SCHEMA_MAJOR, SCHEMA_MINOR),
             )
+        elif minor < 1:
+            for statement in _MIGRATE_1_1:
+                connection.execute(statement)
         connection.execute("COMMIT")
     except BaseException:
-        connection.execute("ROLLBACK")
+        if connection.in_transaction:
+            connection.execute("ROLLBACK")
         raise
     directory = os.path.dirname(path) or "."
     fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
