@@ -11,13 +11,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from polyloop.errors import CorruptLogError
-from polyloop.ports import RunLog
+from polyloop.ports import LeaseHolder, RunLog
 from polyloop.session import ResumePlan, plan_resume, validate_log
 from polyloop.types import Intent, StepRecord
 
 __all__ = [
     "PlanReport",
     "corruption",
+    "holder_json",
     "plan_report",
     "run_summary",
     "step_row",
@@ -103,8 +104,23 @@ def plan_report(log: RunLog) -> PlanReport:
     return PlanReport(plan, tuple(assumptions))
 
 
-def run_summary(run_id: str, log: RunLog) -> dict[str, Any]:
-    """One row of ``polyloop runs``."""
+def holder_json(holder: LeaseHolder | None) -> dict[str, Any] | None:
+    """Who drives a run now, as JSON (``None``: nobody, as far as the store can tell)."""
+    if holder is None:
+        return None
+    return {
+        "process_id": holder.process_id,
+        "host_name": holder.host_name,
+        "acquired_at": holder.acquired_at,
+        "description": holder.describe(),
+    }
+
+
+def run_summary(run_id: str, log: RunLog, holder: LeaseHolder | None = None) -> dict[str, Any]:
+    """One row of ``polyloop runs``; ``holder``: who holds the run's lease now, if anyone.
+
+    An unfinished run whose lease is held is ``running``: a driver is at work on it right now.
+    """
     verdict = corruption(log, run_id)
     snapshot: Mapping[str, str] = log.started.parameter_snapshot if log.started else {}
     model = snapshot.get("model_client.model") or snapshot.get("model_client.name") or ""
@@ -118,6 +134,7 @@ def run_summary(run_id: str, log: RunLog) -> dict[str, Any]:
         "stop_reason": None,
         "tail": None,
         "corrupt": verdict,
+        "holder": holder_json(holder),
     }
     if verdict is not None:
         row["status"] = "corrupt"
@@ -127,6 +144,8 @@ def run_summary(run_id: str, log: RunLog) -> dict[str, Any]:
         row["stop_reason"] = log.finished.result.stop_reason.value
         return row
     row["tail"] = plan_report(log).plan.state.value
+    if holder is not None:
+        row["status"] = "running"
     return row
 
 

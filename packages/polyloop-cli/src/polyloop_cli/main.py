@@ -19,14 +19,15 @@ from typing import Any, TypeVar
 
 import click
 
-from polyloop.ports import RunLog
+from polyloop.ports import LeaseHolder, RunLog
 from polyloop.serialization import dumps, to_dict
 from polyloop_cli.errors import CliError, ExitCode
-from polyloop_cli.inspection import corruption, plan_report, run_summary, step_row
+from polyloop_cli.inspection import corruption, holder_json, plan_report, run_summary, step_row
 from polyloop_cli.render import Output, status_text
 from polyloop_cli.stores import (
     StoreUrl,
     default_store_url,
+    lease_holder,
     list_run_ids,
     open_store,
     parse_store_url,
@@ -64,7 +65,14 @@ def _store_url(value: str | None) -> StoreUrl:
 
 
 async def _existing_log(url: StoreUrl, run_id: str) -> RunLog:
+    return (await _existing_log_and_holder(url, run_id))[0]
+
+
+async def _existing_log_and_holder(url: StoreUrl, run_id: str) -> tuple[RunLog, LeaseHolder | None]:
+    """The run's log and who drives it now (the lease is looked at first: a log read while a
+    driver writes is at least as new as the answer)."""
     async with open_store(url) as store:
+        holder = await lease_holder(store, url, run_id)
         log = await read_log(store, url, run_id)
     if log == RunLog():
         raise CliError(
@@ -72,7 +80,15 @@ async def _existing_log(url: StoreUrl, run_id: str) -> RunLog:
             f"no run {run_id!r} in the {url.kind} store at {url.path}; list the runs with "
             f"`polyloop runs --store {url}`.",
         )
-    return log
+    return log, holder
+
+
+def _running(status: str, holder: dict[str, Any] | None) -> str:
+    """``running (pid 4711 on worker-3)``: the STATUS cell of a run being driven now."""
+    if status != "running" or holder is None or holder["process_id"] is None:
+        return ""
+    where = f" on {holder['host_name']}" if holder["host_name"] else ""
+    return f" (pid {holder['process_id']}{where})"
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -94,7 +110,7 @@ def cli() -> None:
 @store_option
 @json_option
 def runs(store: str | None, as_json: bool) -> None:
-    """List the runs in a store: id, steps, stop reason or "unfinished"."""
+    """List the runs in a store: id, steps, stop reason, "running" or "unfinished"."""
     output = Output(as_json=as_json)
     url = _store_url(store)
 
@@ -118,10 +134,12 @@ def runs(store: str | None, as_json: bool) -> None:
                             "stop_reason": None,
                             "tail": None,
                             "corrupt": error.message,
+                            "holder": None,
                         }
                     )
                     continue
-                rows.append(run_summary(run_id, log))
+                holder = None if log.finished else await lease_holder(opened, url, run_id)
+                rows.append(run_summary(run_id, log, holder))
         return rows, listing.unreadable
 
     rows, unreadable = _run(collect())
@@ -137,7 +155,9 @@ def runs(store: str | None, as_json: bool) -> None:
                 (
                     row["run_id"],
                     "" if row["steps"] is None else row["steps"],
-                    status_text(row["status"], row["stop_reason"]),
+                    status_text(row["status"], row["stop_reason"]).append(
+                        _running(row["status"], row["holder"])
+                    ),
                     row["tail"] or "",
                     row["model"],
                 )
@@ -276,7 +296,7 @@ def plan(run_id: str, store: str | None, as_json: bool) -> None:
     """What `resume` would do now, by the recovery table, and why. Calls no seam."""
     output = Output(as_json=as_json)
     url = _store_url(store)
-    log = _run(_existing_log(url, run_id))
+    log, holder = _run(_existing_log_and_holder(url, run_id))
     verdict = corruption(log, run_id)
     if verdict is not None:
         raise CliError(
@@ -284,8 +304,18 @@ def plan(run_id: str, store: str | None, as_json: bool) -> None:
             f"resume would refuse run {run_id!r}: {verdict}",
         )
     report = plan_report(log)
+    refused_now = holder is not None and log.finished is None
     if as_json:
-        output.json({"run_id": run_id, "store": str(url), **report.to_json()})
+        lease = {"held": holder is not None, "holder": holder_json(holder)}
+        output.json(
+            {
+                "run_id": run_id,
+                "store": str(url),
+                **report.to_json(),
+                "lease": lease,
+                "resume_refused_now": refused_now,
+            }
+        )
         return
     data = report.to_json()
     pairs: list[tuple[str, object]] = [
@@ -306,6 +336,15 @@ def plan(run_id: str, store: str | None, as_json: bool) -> None:
             )
         )
     pairs.append(("why", data["reason"]))
+    if refused_now:
+        assert holder is not None
+        pairs.append(
+            (
+                "right now",
+                f"resume would be refused: the run is being driven by {holder.describe()}; "
+                "wait for it to finish (or resume with lease_wait_seconds)",
+            )
+        )
     output.fields(pairs, title=f"Resume plan for {run_id}")
     for assumption in report.assumptions:
         output.note(f"assumed: {assumption}", style="yellow")

@@ -118,6 +118,8 @@ def status_text(status: str, stop_reason: str | None) -> Text:
         return Text("CORRUPT", style="bold red")
     if status == "unfinished":
         return Text("unfinished", style="yellow")
+    if status == "running":
+        return Text("running", style="cyan")
     good = {"task_completed", "agent_finished"}
     style = "green" if stop_reason in good else "red" if stop_reason else ""
     return Text(stop_reason or status, style=style)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from polyloop.errors import CorruptLogError, PolyLoopError, SerializationError
-from polyloop.ports import RunLog, RunStore
+from polyloop.ports import LeaseHolder, RunLeasing, RunLog, RunStore
 from polyloop_cli.errors import CliError, ExitCode
 
 __all__ = [
@@ -31,6 +31,7 @@ __all__ = [
     "Listing",
     "StoreUrl",
     "default_store_url",
+    "lease_holder",
     "list_run_ids",
     "open_store",
     "parse_store_url",
@@ -204,6 +205,17 @@ async def read_log(store: RunStore, url: StoreUrl, run_id: str) -> RunLog:
             ExitCode.CORRUPT_LOG,
             f"run {run_id!r}: the store cannot read its log: {' '.join(str(error).split())}",
         ) from None
+    except (PolyLoopError, OSError) as error:
+        raise _unreadable(url, error) from None
+
+
+async def lease_holder(store: RunStore, url: StoreUrl, run_id: str) -> LeaseHolder | None:
+    """Who holds ``run_id``'s lease now (``None`` also for a store without leases). Looks
+    without taking, so asking never makes a real driver fail."""
+    if not isinstance(store, RunLeasing):
+        return None
+    try:
+        return await store.run_lease_holder(run_id)
     except (PolyLoopError, OSError) as error:
         raise _unreadable(url, error) from None
 
