@@ -313,6 +313,30 @@ async def test_jsonl_writes_under_the_lease_skip_the_per_write_flock(
         store.close()
 
 
+async def test_jsonl_lease_holder_keeps_its_view_when_its_file_is_closed_for_space(
+    tmp_path: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With more leased runs than max_open_files, files are closed and reopened as needed, the
+    holder's writes still take no flock (nothing is read again), and every log is whole."""
+    store = JsonlRunStore(os.path.join(str(tmp_path), "runs"), max_open_files=2)
+    try:
+        flocks = _count_exclusive_flocks(monkeypatch)
+        run_ids = [f"many-{n}" for n in range(5)]
+        leases = [await store.acquire_run_lease(run_id) for run_id in run_ids]
+        for run_id in run_ids:
+            await store.read_log(run_id)
+        await asyncio.gather(*(write_run(store, run_id, 3) for run_id in run_ids))
+        assert [] == flocks
+        for lease in leases:
+            await lease.release()
+        for run_id in run_ids:
+            assert expected_log(run_id, 3) == await store.read_log(run_id)
+        await write_run(store, "after", 1, finish=False)
+        assert ["after"] == list(store._files)  # finished runs are forgotten
+    finally:
+        store.close()
+
+
 async def test_jsonl_view_is_taken_again_with_each_lease(tmp_path: object) -> None:
     """Two store objects take turns driving one run; each sees what the other wrote, and none
     writes over it (a fresh lease makes the writer's cached view of the file stale)."""

@@ -267,27 +267,41 @@ class JsonlRunStore:
     @staticmethod
     def _close_file(state: _RunFile) -> None:
         state.forget_view()
+        JsonlRunStore._close_descriptor(state)
+
+    @staticmethod
+    def _close_descriptor(state: _RunFile) -> None:
         if state.fd is not None:
             fd, state.fd = state.fd, None
             os.close(fd)
 
     def _evict(self) -> None:
-        """Close the least recently used files beyond ``max_open_files``."""
+        """Close the least recently used files beyond ``max_open_files``.
+
+        A run whose lease this object holds keeps its view of the file (nobody else may write
+        it), so its next write reopens the file without reading it again; views nobody can
+        use any more (closed, and no lease) are dropped.
+        """
         if len(self._files) <= self._max_open:
             return
         with self._lock:
-            victims = [
-                (run_id, state)
-                for run_id, state in self._files.items()
-                if state.fd is not None and not state.lock.locked()
-            ]
+            candidates = [(r, s) for r, s in self._files.items() if not s.lock.locked()]
             excess = sum(1 for s in self._files.values() if s.fd is not None) - self._max_open
-        for run_id, state in victims[: max(excess, 0)]:
-            if state.lock.acquire(blocking=False):
-                try:
+        for run_id, state in candidates:
+            if state.fd is not None and excess <= 0:
+                continue
+            if not state.lock.acquire(blocking=False):
+                continue
+            try:
+                if self._leases.holds(run_id):
+                    if state.fd is not None:
+                        self._close_descriptor(state)
+                        excess -= 1
+                else:
+                    excess -= state.fd is not None
                     self._forget(run_id, state)
-                finally:
-                    state.lock.release()
+            finally:
+                state.lock.release()
 
     def _prepare_directory(self) -> None:
         if self._directory_ready:
