@@ -25,17 +25,23 @@ __all__ = ["LogBuilder", "RecordKey", "describe_key", "duplicate_error", "record
 RecordKey = tuple[str | int, ...]
 
 
+_STARTED: RecordKey = ("run_started",)
+_FINISHED: RecordKey = ("run_finished",)
+
+
 def record_key(record: LogRecord) -> RecordKey:
-    """The key under which ``record``'s run may hold it only once."""
+    """The key under which ``record``'s run may hold it only once.
+
+    Called for every record read: an intent's kind stays the enum member (a ``StrEnum``, which
+    hashes and compares as its string value) rather than paying for ``.value``.
+    """
     if isinstance(record, Intent):
-        return ("intent", record.kind.value, record.result_id)
+        return ("intent", record.kind, record.result_id)
     if isinstance(record, ModelCallResult):
         return ("result", record.result_id)
     if isinstance(record, StepCompleted):
         return ("step", record.step.step_idx)
-    if isinstance(record, RunStarted):
-        return ("run_started",)
-    return ("run_finished",)
+    return _STARTED if isinstance(record, RunStarted) else _FINISHED
 
 
 def describe_key(key: RecordKey) -> str:
@@ -96,8 +102,8 @@ class LogBuilder:
         self._results: list[ModelCallResult] = []
         self._steps: list[StepCompleted] = []
         self._finished: RunFinished | None = None
-        #: Every key added so far, with the position it was found at.
-        self._seen: dict[RecordKey, str] = {}
+        #: Every key added so far, with the number of the unit it was found at.
+        self._seen: dict[RecordKey, int] = {}
 
     @property
     def keys(self) -> frozenset[RecordKey]:
@@ -106,32 +112,32 @@ class LogBuilder:
 
     def add(self, record: LogRecord, unit: str, number: int) -> None:
         """Add the record found at ``unit`` ``number`` (e.g. ``"line"``, 7) of the storage."""
-        position = f"{unit} {number}"
         if record.run_id != self._run_id:
             raise CorruptLogError(
-                f"{self._where}, {position}: holds a record of run {record.run_id!r} where "
+                f"{self._where}, {unit} {number}: holds a record of run {record.run_id!r} where "
                 f"only records of run {self._run_id!r} belong. The storage was edited or copied "
                 "by hand; restore it from a backup or move the foreign record out."
             )
         key = record_key(record)
-        first = self._seen.get(key)
-        if first is not None:
+        seen = self._seen
+        if key in seen:
             raise CorruptLogError(
-                f"{self._where}, {position}: a second {describe_key(key)} for run "
-                f"{self._run_id!r} (the first is at {first}); the store never writes one, so "
-                "two drivers or a hand edit wrote it. Inspect the log before resuming."
+                f"{self._where}, {unit} {number}: a second {describe_key(key)} for run "
+                f"{self._run_id!r} (the first is at {unit} {seen[key]}); the store never writes "
+                "one, so two drivers or a hand edit wrote it. Inspect the log before resuming."
             )
-        self._seen[key] = position
-        if isinstance(record, Intent):
-            self._intents.append(record)
-        elif isinstance(record, ModelCallResult):
-            self._results.append(record)
-        elif isinstance(record, StepCompleted):
-            self._steps.append(record)
-        elif isinstance(record, RunStarted):
-            self._started = record
+        seen[key] = number
+        tag = key[0]
+        if tag == "intent":
+            self._intents.append(record)  # type: ignore[arg-type]
+        elif tag == "result":
+            self._results.append(record)  # type: ignore[arg-type]
+        elif tag == "step":
+            self._steps.append(record)  # type: ignore[arg-type]
+        elif tag == "run_started":
+            self._started = record  # type: ignore[assignment]
         else:
-            self._finished = record
+            self._finished = record  # type: ignore[assignment]
 
     def build(self) -> RunLog:
         """The log, or ``RunLog()`` when no record was added."""

@@ -18,7 +18,6 @@ naming both rows.
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 
@@ -79,11 +78,17 @@ _MIGRATE_1_1 = (
 
 
 def key_text(key: RecordKey) -> str | None:
-    """The ``record_key`` column of a row holding the record of ``key``: ``NULL`` for the head
-    and tail records, which their own indexes keep unique."""
-    if key[0] in ("run_started", "run_finished"):
-        return None
-    return json.dumps(key, ensure_ascii=False, separators=(",", ":"))
+    """The ``record_key`` column of a row holding the record of ``key``: ``i:<kind>:<result_id>``,
+    ``r:<result_id>`` or ``s:<step>`` (short: it is stored twice, in the row and the index);
+    ``NULL`` for the head and tail records, which their own indexes keep unique."""
+    tag = key[0]
+    if tag == "intent":
+        return f"i:{key[1]}:{key[2]}"
+    if tag == "result":
+        return f"r:{key[1]}"
+    if tag == "step":
+        return f"s:{key[1]}"
+    return None
 
 
 def stored_key(body: str) -> str | None:
