@@ -11,7 +11,7 @@ import asyncio
 import logging
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
 from polyloop.errors import (
@@ -514,9 +514,26 @@ async def run(
     ``event_timeout_seconds`` bounds each event delivery.
     """
     _check_options(clock, event_timeout_seconds, lease_wait_seconds)
+    return await _leased(
+        _start, definition, request, clock, event_timeout_seconds, lease_wait_seconds
+    )
+
+
+_Invocation = Callable[[AgentDefinition, RunRequest, Clock, float], Awaitable[RunResult]]
+
+
+async def _leased(
+    invocation: _Invocation,
+    definition: AgentDefinition,
+    request: RunRequest,
+    clock: Clock,
+    event_timeout_seconds: float,
+    lease_wait_seconds: float,
+) -> RunResult:
+    """Run ``invocation`` holding the run's lease, taken first and given back on every path."""
     lease = await take_run_lease(definition.store, request.run_id, lease_wait_seconds)
     try:
-        return await _start(definition, request, clock, event_timeout_seconds)
+        return await invocation(definition, request, clock, event_timeout_seconds)
     finally:
         await release_run_lease(lease)
 
@@ -574,11 +591,9 @@ async def resume(
     result is returned without calling any seam.
     """
     _check_options(clock, event_timeout_seconds, lease_wait_seconds)
-    lease = await take_run_lease(definition.store, request.run_id, lease_wait_seconds)
-    try:
-        return await _continue(definition, request, clock, event_timeout_seconds)
-    finally:
-        await release_run_lease(lease)
+    return await _leased(
+        _continue, definition, request, clock, event_timeout_seconds, lease_wait_seconds
+    )
 
 
 async def _continue(
