@@ -13,12 +13,14 @@ duplicates are never dropped, merged or kept.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from polyloop.errors import CorruptLogError, DuplicateRecordError, RunAlreadyStartedError
 from polyloop.ports import RunLog
 from polyloop.serialization import LogRecord
 from polyloop.types import Intent, ModelCallResult, RunFinished, RunStarted, StepCompleted
 
-__all__ = ["LogBuilder", "RecordKey", "describe_key", "duplicate_error", "record_key"]
+__all__ = ["KeySet", "LogBuilder", "RecordKey", "describe_key", "duplicate_error", "record_key"]
 
 #: What a log holds at most once of: ``("intent", kind, result_id)``, ``("result",
 #: result_id)``, ``("step", step_idx)``, ``("run_started",)`` or ``("run_finished",)``.
@@ -42,6 +44,31 @@ def record_key(record: LogRecord) -> RecordKey:
     if isinstance(record, StepCompleted):
         return ("step", record.step.step_idx)
     return _STARTED if isinstance(record, RunStarted) else _FINISHED
+
+
+class KeySet:
+    """The keys of one run's records, kept by a store for as long as it writes the run.
+
+    Stored as buckets of each key's last part (a result_id or a step index the records already
+    hold), so a long run costs a set slot per record rather than a tuple per record.
+    """
+
+    __slots__ = ("_buckets",)
+
+    def __init__(self, keys: Iterable[RecordKey] = ()) -> None:
+        self._buckets: dict[RecordKey, set[str | int]] = {}
+        for key in keys:
+            self.add(key)
+
+    def __contains__(self, key: RecordKey) -> bool:
+        bucket = self._buckets.get(key[:-1])
+        return bucket is not None and key[-1] in bucket
+
+    def add(self, key: RecordKey) -> None:
+        bucket = self._buckets.get(key[:-1])
+        if bucket is None:
+            bucket = self._buckets[key[:-1]] = set()
+        bucket.add(key[-1])
 
 
 def describe_key(key: RecordKey) -> str:

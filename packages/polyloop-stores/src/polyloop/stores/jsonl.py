@@ -50,7 +50,13 @@ from polyloop.stores._files import read_all, write_all
 from polyloop.stores._jsonl_format import first_run_id, parse_file, scan_tail
 from polyloop.stores._leases import FileLease, FileLeases
 from polyloop.stores._naming import SUFFIX, file_name_for
-from polyloop.stores._records import RecordKey, describe_key, duplicate_error, record_key
+from polyloop.stores._records import (
+    KeySet,
+    RecordKey,
+    describe_key,
+    duplicate_error,
+    record_key,
+)
 from polyloop.stores._threads import DEFAULT_IDLE_WAIT_SECONDS, WorkerPool, check_idle_wait
 from polyloop.types import Intent, ModelCallResult, RunFinished, RunStarted, StepCompleted
 
@@ -96,13 +102,13 @@ class _RunFile:
         #: Where the next line goes (the end of the file's good part); -1: unknown, look again.
         self.size = -1
         #: The keys of the records the file holds up to ``size``.
-        self.keys: set[RecordKey] = set()
+        self.keys = KeySet()
         #: Bytes after ``size`` are a torn write, to cut off before the next line.
         self.torn = False
 
     def forget_view(self) -> None:
         self.size = -1
-        self.keys = set()
+        self.keys = KeySet()
         self.torn = False
 
 
@@ -358,7 +364,7 @@ class JsonlRunStore:
                 state.forget_view()
                 if tail.valid_end < size:
                     os.ftruncate(fd, tail.valid_end)
-                state.size, state.keys = tail.valid_end, set(tail.keys)
+                state.size, state.keys = tail.valid_end, KeySet(tail.keys)
             self._append_line(run_id, state, fd, line, key)
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
@@ -426,7 +432,7 @@ class JsonlRunStore:
         with state.lock:
             parsed = self._parse(run_id, path)
             if state.size < 0:
-                state.size, state.keys = parsed.valid_end, set(parsed.keys)
+                state.size, state.keys = parsed.valid_end, KeySet(parsed.keys)
                 state.torn = parsed.size > parsed.valid_end
             return parsed.log
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from polyloop.errors import RunLeaseHeldError
 from polyloop.ports import LeaseHolder, RunLog
 from polyloop.serialization import LogRecord
-from polyloop.stores._records import RecordKey, duplicate_error, record_key
+from polyloop.stores._records import KeySet, duplicate_error, record_key
 from polyloop.types import Intent, ModelCallResult, RunFinished, RunStarted, StepCompleted
 
 __all__ = ["MemoryRunStore"]
@@ -36,7 +36,7 @@ class _Log:
     steps: list[StepCompleted] = field(default_factory=list)
     finished: RunFinished | None = None
     #: The keys of every record above: a log holds each at most once.
-    keys: set[RecordKey] = field(default_factory=set)
+    keys: KeySet = field(default_factory=KeySet)
 
 
 class _MemoryLease:
