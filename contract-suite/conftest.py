@@ -6,6 +6,7 @@ with ``bash contract-suite/run.sh`` (``pytest contract-suite --polyloop-contract
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import secrets
@@ -127,6 +128,23 @@ def polyloop_store_reopen(
         return fresh
 
     return reopen
+
+
+@pytest.fixture
+def polyloop_store_child_opener(
+    store_kind: str,
+) -> Callable[[RunStore], Callable[[], RunStore]] | None:
+    """For the kit's killed-holder rule: opens the same storage in a child process."""
+    if store_kind == "memory":
+        return None
+
+    def opener(store: RunStore) -> Callable[[], RunStore]:
+        if isinstance(store, JsonlRunStore):
+            return functools.partial(JsonlRunStore, store.directory)
+        assert isinstance(store, SqliteRunStore)
+        return functools.partial(SqliteRunStore, store.path)
+
+    return opener
 
 
 @pytest.fixture

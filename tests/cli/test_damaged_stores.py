@@ -84,11 +84,15 @@ async def unreadable_by_the_store(path: Path) -> set[str]:
 
 @pytest.fixture
 async def damaged_sqlite(tmp_path: Path) -> tuple[str, set[str]]:
-    """A closed store of 40 runs with 2,000 bytes overwritten in the middle of the file."""
+    """A closed store of 40 runs with 2,000 bytes overwritten in the middle of the file, on the
+    table's own rows (not an index page, whose damage would leave every row readable)."""
     path = tmp_path / "runs.sqlite"
     async with SqliteRunStore(path) as store:
         await fill(store)
-    overwrite(path, path.stat().st_size // 2, b"\xde\xad\xbe\xef" * 500)
+    middle_run = RUNS[len(RUNS) // 2]
+    row = path.read_bytes().find(f'{{"type":"intent","record":{{"run_id":"{middle_run}"'.encode())
+    assert row > 0, "the rows of the middle run are in the file"
+    overwrite(path, row, b"\xde\xad\xbe\xef" * 500)
     bad = await unreadable_by_the_store(path)
     assert 0 < len(bad) < len(RUNS), "the damage should hit some runs, not all"
     return f"sqlite://{path}", bad
@@ -129,7 +133,8 @@ def test_show_of_a_damaged_run_shows_what_can_be_read(
 ) -> None:
     """`show` of a damaged run prints its readable steps and the unreadable rows, then exit 6."""
     url, bad = damaged_sqlite
-    run_id = sorted(bad)[0]
+    run_id = RUNS[len(RUNS) // 2]  # the overwritten rows begin among this run's records
+    assert run_id in bad
     document = polyloop("show", run_id, "--store", url, "--json", env=env)
     assert 6 == document.code
     shown = document.json()

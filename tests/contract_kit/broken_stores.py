@@ -3,19 +3,30 @@
 They all build on :class:`ReferenceStore`, a small correct store whose "disk" (:class:`Disk`)
 outlives the store objects, so reopening is a new object on the same disk. The reference store
 itself must pass the whole suite: that proves every failure below comes from the defect.
+
+Its run leases are Linux open-file-description locks on one file per run in the disk's lease
+directory: they exclude every other open of the file (in this process too), vanish when the
+holder dies, and can be looked at without taking. (A real store must not use them as they are:
+a forked child shares them. See ``polyloop.stores._leases`` for the locks the shipped stores
+use.) A child process reopening the disk (:func:`reopen_in_child`) shares the lease directory,
+not the records.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
+import fcntl
+import hashlib
 import os
+import struct
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from polyloop.errors import RunAlreadyStartedError
-from polyloop.ports import RunLog
+from polyloop.errors import DuplicateRecordError, RunAlreadyStartedError, RunLeaseHeldError
+from polyloop.ports import LeaseHolder, RunLease, RunLog
 from polyloop.serialization import LogRecord, dumps_log_record, loads_log_record
 from polyloop.types import (
     Intent,
@@ -29,9 +40,50 @@ from polyloop.types import (
 
 @dataclass
 class Disk:
-    """The storage: encoded records per run_id, in write order. Survives store objects."""
+    """The storage: encoded records per run_id, in write order, and a directory of lease
+    files (one per run). Survives store objects."""
 
+    lease_directory: str
     lines: dict[str, list[str]] = field(default_factory=dict)
+
+
+_FLOCK = "@hhqqi"  # struct flock on Linux: l_type, l_whence, l_start, l_len, l_pid
+
+
+def _lock_file(fd: int, command: int) -> int:
+    """An open-file-description lock request on the whole file; returns the lock type seen."""
+    request = struct.pack(_FLOCK, fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0) + b"\0" * 16
+    lock_type: int = struct.unpack_from(_FLOCK, fcntl.fcntl(fd, command, request))[0]
+    return lock_type
+
+
+def _key_of(record: LogRecord) -> tuple[object, ...]:
+    if isinstance(record, Intent):
+        return ("intent", record.kind, record.result_id)
+    if isinstance(record, ModelCallResult):
+        return ("result", record.result_id)
+    if isinstance(record, StepCompleted):
+        return ("step", record.step.step_idx)
+    return (type(record).__name__,)
+
+
+class Lease:
+    """A lease of :class:`ReferenceStore`: the open descriptor holding the lock."""
+
+    def __init__(self, store: ReferenceStore, run_id: str, fd: int) -> None:
+        self.store = store
+        self._run_id = run_id
+        self.fd: int | None = fd
+
+    @property
+    def run_id(self) -> str:
+        return self._run_id
+
+    async def release(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+            self.store.leases.discard(self)
 
 
 def _assemble(records: list[LogRecord]) -> RunLog:
@@ -59,17 +111,22 @@ class ReferenceStore:
 
     def __init__(self, disk: Disk) -> None:
         self.disk = disk
+        self.leases: set[Lease] = set()
 
     def key(self, run_id: str) -> str:
         return run_id
 
-    def commit(self, record: LogRecord) -> None:
-        lines = self.disk.lines.setdefault(self.key(record.run_id), [])
-        decoded = [loads_log_record(line) for line in lines]
+    def refuse_duplicate(self, record: LogRecord, decoded: list[LogRecord]) -> None:
         if isinstance(record, RunStarted) and any(isinstance(r, RunStarted) for r in decoded):
             raise RunAlreadyStartedError(f"run {record.run_id!r} is already started")
         if isinstance(record, RunFinished) and any(isinstance(r, RunFinished) for r in decoded):
             raise RunAlreadyStartedError(f"run {record.run_id!r} is already finished")
+        if any(_key_of(r) == _key_of(record) for r in decoded):
+            raise DuplicateRecordError(f"run {record.run_id!r} already has {_key_of(record)}")
+
+    def commit(self, record: LogRecord) -> None:
+        lines = self.disk.lines.setdefault(self.key(record.run_id), [])
+        self.refuse_duplicate(record, [loads_log_record(line) for line in lines])
         lines.append(dumps_log_record(record))
 
     async def append(self, record: LogRecord) -> None:
@@ -101,10 +158,50 @@ class ReferenceStore:
     def parameters(self) -> Mapping[str, str]:
         return {"kind": "reference"}
 
+    def lease_path(self, run_id: str) -> str:
+        digest = hashlib.sha256(run_id.encode("utf-8", "surrogatepass")).hexdigest()
+        return os.path.join(self.disk.lease_directory, f"{digest}.lease")
+
+    async def acquire_run_lease(self, run_id: str) -> RunLease:
+        os.makedirs(self.disk.lease_directory, exist_ok=True)
+        fd = os.open(self.lease_path(run_id), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            _lock_file(fd, fcntl.F_OFD_SETLK)
+        except OSError as error:
+            os.close(fd)
+            if error.errno in (errno.EAGAIN, errno.EACCES):
+                raise RunLeaseHeldError.held_by(run_id, LeaseHolder()) from None
+            raise
+        lease = Lease(self, run_id, fd)
+        self.leases.add(lease)
+        return lease
+
+    async def run_lease_holder(self, run_id: str) -> LeaseHolder | None:
+        try:
+            fd = os.open(self.lease_path(run_id), os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return None
+        try:
+            return None if _lock_file(fd, fcntl.F_OFD_GETLK) == fcntl.F_UNLCK else LeaseHolder()
+        finally:
+            os.close(fd)
+
+    def close(self) -> None:
+        for lease in list(self.leases):
+            if lease.fd is not None:
+                os.close(lease.fd)
+                lease.fd = None
+        self.leases.clear()
+
 
 def reopen(store: ReferenceStore) -> ReferenceStore:
     """A new store object of the same class on the same disk."""
     return type(store)(store.disk)
+
+
+def reopen_in_child(store_class: type[ReferenceStore], lease_directory: str) -> ReferenceStore:
+    """In another process: a store of ``store_class`` sharing the lease directory."""
+    return store_class(Disk(lease_directory))
 
 
 # ---------------------------------------------------------------------------
@@ -122,7 +219,8 @@ class LosesLastWriteOnReopen(ReferenceStore):
     async def append(self, record: LogRecord) -> None:
         await asyncio.sleep(0)
         if self.held is not None:
-            self.commit(self.held)
+            held, self.held = self.held, None
+            self.commit(held)
         if isinstance(record, RunStarted | RunFinished):
             self.commit(record)  # keeps the refusal rules intact
             self.held = None
@@ -322,7 +420,7 @@ class RewritesTheWholeFile(ReferenceStore):
         self.copy = {run_id: list(lines) for run_id, lines in disk.lines.items()}
 
     def commit(self, record: LogRecord) -> None:
-        view = ReferenceStore(Disk(self.copy))
+        view = ReferenceStore(Disk(self.disk.lease_directory, self.copy))
         view.commit(record)
         self.disk.lines.clear()
         self.disk.lines.update({run_id: list(lines) for run_id, lines in self.copy.items()})
@@ -335,9 +433,146 @@ class NonStringParameters(ReferenceStore):
         return {"kind": "non-string", "max_open_files": 256}  # type: ignore[dict-item]
 
 
+class DropsDuplicateWrites(ReferenceStore):
+    """Acknowledges a record written twice but stores only the first ("deduplication")."""
+
+    def refuse_duplicate(self, record: LogRecord, decoded: list[LogRecord]) -> None:
+        if isinstance(record, RunStarted | RunFinished):
+            super().refuse_duplicate(record, decoded)
+
+    def commit(self, record: LogRecord) -> None:
+        lines = self.disk.lines.setdefault(record.run_id, [])
+        decoded = [loads_log_record(line) for line in lines]
+        self.refuse_duplicate(record, decoded)
+        if not any(_key_of(r) == _key_of(record) for r in decoded):
+            lines.append(dumps_log_record(record))
+
+
+class MergesDuplicateWrites(ReferenceStore):
+    """Lets a record written twice replace the first one, in place ("upsert")."""
+
+    def commit(self, record: LogRecord) -> None:
+        lines = self.disk.lines.setdefault(record.run_id, [])
+        decoded = [loads_log_record(line) for line in lines]
+        for index, earlier in enumerate(decoded):
+            if _key_of(earlier) == _key_of(record) and not isinstance(
+                record, RunStarted | RunFinished
+            ):
+                lines[index] = dumps_log_record(record)
+                return
+        super().commit(record)
+
+
+class LeasePerStoreObject(ReferenceStore):
+    """Keeps its leases in the store object: another object on the same storage ignores them."""
+
+    def __init__(self, disk: Disk) -> None:
+        super().__init__(disk)
+        self.held: set[str] = set()
+
+    async def acquire_run_lease(self, run_id: str) -> RunLease:
+        if run_id in self.held:
+            raise RunLeaseHeldError.held_by(run_id, LeaseHolder())
+        self.held.add(run_id)
+        return _ObjectLease(self, run_id)
+
+    async def run_lease_holder(self, run_id: str) -> LeaseHolder | None:
+        return LeaseHolder() if run_id in self.held else None
+
+
+class _ObjectLease:
+    def __init__(self, store: LeasePerStoreObject, run_id: str) -> None:
+        self.store = store
+        self._run_id = run_id
+
+    @property
+    def run_id(self) -> str:
+        return self._run_id
+
+    async def release(self) -> None:
+        self.store.held.discard(self._run_id)
+
+
+class ReleaseKeepsLease(ReferenceStore):
+    """``release()`` only forgets the handle; the lock stays until the store is closed."""
+
+    async def acquire_run_lease(self, run_id: str) -> RunLease:
+        await super().acquire_run_lease(run_id)  # held until close()
+        return _ForgetfulLease(run_id)
+
+
+class _ForgetfulLease:
+    def __init__(self, run_id: str) -> None:
+        self._run_id = run_id
+
+    @property
+    def run_id(self) -> str:
+        return self._run_id
+
+    async def release(self) -> None:
+        return None
+
+
+class CloseKeepsLeases(ReferenceStore):
+    """``close()`` closes nothing: the leases it held stay taken."""
+
+    def close(self) -> None:
+        return None
+
+
+class PidFileLease(ReferenceStore):
+    """A lease is a pid file created with O_EXCL and deleted on release: a killed holder's
+    file stays behind, and with it the lease."""
+
+    async def acquire_run_lease(self, run_id: str) -> RunLease:
+        os.makedirs(self.disk.lease_directory, exist_ok=True)
+        try:
+            fd = os.open(self.lease_path(run_id), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            raise RunLeaseHeldError.held_by(run_id, LeaseHolder()) from None
+        os.write(fd, str(os.getpid()).encode())
+        os.close(fd)
+        return _PidFileLease(self.lease_path(run_id), run_id)
+
+    async def run_lease_holder(self, run_id: str) -> LeaseHolder | None:
+        return LeaseHolder() if _exists(self.lease_path(run_id)) else None
+
+
+def _exists(path: str) -> bool:
+    return os.path.exists(path)
+
+
+class _PidFileLease:
+    def __init__(self, path: str, run_id: str) -> None:
+        self.path = path
+        self._run_id = run_id
+
+    @property
+    def run_id(self) -> str:
+        return self._run_id
+
+    async def release(self) -> None:
+        if _exists(self.path):
+            os.remove(self.path)
+
+
+class WithoutLeases(ReferenceStore):
+    """A correct store that does not offer the lease capability at all."""
+
+    acquire_run_lease = None  # type: ignore[assignment]
+    run_lease_holder = None  # type: ignore[assignment]
+
+
 #: Every store the kit is run against: the correct reference and the broken ones.
 STORES: Mapping[str, type[ReferenceStore]] = {
     "reference": ReferenceStore,
+    "reference_without_leases": WithoutLeases,
+    "drops_duplicate_writes": DropsDuplicateWrites,
+    "merges_duplicate_writes": MergesDuplicateWrites,
+    "lease_per_store_object": LeasePerStoreObject,
+    "release_keeps_lease": ReleaseKeepsLease,
+    "close_keeps_leases": CloseKeepsLeases,
+    "pid_file_lease": PidFileLease,
     "loses_last_write_on_reopen": LosesLastWriteOnReopen,
     "leaks_between_runs": LeaksBetweenRuns,
     "raises_on_unknown_run": RaisesOnUnknownRun,
@@ -372,8 +607,38 @@ CAUGHT_BY_STATEFUL: tuple[str, ...] = (
     "mutates_returned_records",
 )
 
+#: Correct stores, which must pass every rule that applies to them.
+CORRECT: tuple[str, ...] = ("reference", "reference_without_leases")
+
+#: Stores the kit runs its killed-holder rule on (each costs a child process).
+CHILD_OPENED: tuple[str, ...] = ("reference", "pid_file_lease")
+
 #: For each broken store: the rule that catches it.
 CAUGHT_BY: Mapping[str, Expected] = {
+    "drops_duplicate_writes": Expected(
+        "run_store::test_duplicate_writes_are_never_dropped_or_merged[model_intent]",
+        "duplicate writes are never dropped or merged",
+    ),
+    "merges_duplicate_writes": Expected(
+        "run_store::test_duplicate_writes_are_never_dropped_or_merged[step]",
+        "duplicate writes are never dropped or merged",
+    ),
+    "lease_per_store_object": Expected(
+        "run_store_leases::test_a_held_lease_is_refused_to_a_second_store_object",
+        "a held lease is refused to a second store object on the same storage",
+    ),
+    "release_keeps_lease": Expected(
+        "run_store_leases::test_a_lease_is_free_again_after_release",
+        "a lease is free again after release",
+    ),
+    "close_keeps_leases": Expected(
+        "run_store_leases::test_a_lease_is_free_again_after_its_store_is_closed",
+        "a lease is free again after close",
+    ),
+    "pid_file_lease": Expected(
+        "run_store_leases::test_a_lease_is_free_within_a_second_after_its_holder_is_killed",
+        "a lease is free within one second after its holder is SIGKILLed",
+    ),
     "loses_last_write_on_reopen": Expected(
         "run_store::test_prefix_durability_across_reopen", "prefix durability"
     ),

@@ -6,13 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.contract_kit._runner import PYTEST_INI, Result, run_contract
-from tests.contract_kit.broken_stores import CAUGHT_BY, CAUGHT_BY_STATEFUL, STORES
+from tests.contract_kit._runner import PYTEST_INI, Outcome, Result, run_contract
+from tests.contract_kit.broken_stores import CAUGHT_BY, CAUGHT_BY_STATEFUL, CORRECT, STORES
 
 #: Each test here runs pytest in a subprocess.
 pytestmark = pytest.mark.slow
 
 CONFTEST = """\
+import functools
+import itertools
 import os
 
 import pytest
@@ -22,14 +24,38 @@ CHOSEN = os.environ.get("BROKEN_STORES", "").split(",") if os.environ.get("BROKE
 
 
 @pytest.fixture(params=sorted(CHOSEN or broken_stores.STORES))
-def polyloop_store_factory(request):
-    store_class = broken_stores.STORES[request.param]
-    return lambda: store_class(broken_stores.Disk())
+def store_name(request):
+    return request.param
+
+
+@pytest.fixture
+def polyloop_store_factory(store_name, tmp_path):
+    store_class = broken_stores.STORES[store_name]
+    numbers = itertools.count()
+    opened = []
+
+    def make():
+        store = store_class(broken_stores.Disk(str(tmp_path / f"leases-{next(numbers)}")))
+        opened.append(store)
+        return store
+
+    yield make
+    for store in opened:
+        broken_stores.ReferenceStore.close(store)
 
 
 @pytest.fixture
 def polyloop_store_reopen():
     return broken_stores.reopen
+
+
+@pytest.fixture
+def polyloop_store_child_opener(store_name):
+    if store_name not in broken_stores.CHILD_OPENED:
+        return None
+    return lambda store: functools.partial(
+        broken_stores.reopen_in_child, type(store), store.disk.lease_directory
+    )
 """
 
 
@@ -69,14 +95,39 @@ def _key(test: str, store: str) -> str:
 def test_there_are_at_least_ten_broken_stores() -> None:
     """The issue asks for at least ten; each names the rule that must catch it."""
     assert len(CAUGHT_BY) >= 10
-    assert set(CAUGHT_BY) == set(STORES) - {"reference"}
+    assert set(CAUGHT_BY) == set(STORES) - set(CORRECT)
+
+
+def _tests_of(run: Result, store: str) -> dict[str, Outcome]:
+    return {k: v for k, v in run.tests.items() if f"[{store}]" in k or f"[{store}-" in k}
 
 
 def test_reference_store_passes_every_rule(broken_run: Result) -> None:
-    """The correct store the broken ones derive from passes all RunStore rules, reopen included."""
-    mine = {k: v for k, v in broken_run.tests.items() if "[reference" in k}
-    assert len(mine) >= 20, broken_run.output[-3000:]
+    """The correct store the broken ones derive from passes all RunStore rules, reopen and
+    the lease rules (a real child process killed while holding a lease) included."""
+    mine = _tests_of(broken_run, "reference")
+    assert len(mine) >= 30, broken_run.output[-3000:]
     assert {} == {k: v.message[:500] for k, v in mine.items() if v.outcome != "passed"}
+    assert any("holder_is_killed" in k for k in mine)
+
+
+def test_a_store_without_leases_passes_and_is_reported_once(broken_run: Result) -> None:
+    """A correct store that does not implement RunLeasing passes every other rule; the lease
+    rules are skipped, and the report says once that they did not apply."""
+    mine = _tests_of(broken_run, "reference_without_leases")
+    leases = {k: v.outcome for k, v in mine.items() if k.startswith("run_store_leases::")}
+    assert len(leases) >= 5
+    assert {"skipped"} == set(leases.values())
+    assert {} == {
+        k: v.message[:500]
+        for k, v in mine.items()
+        if not k.startswith("run_store_leases::") and v.outcome != "passed"
+    }
+    line = (
+        "NOT APPLICABLE RunStore lease rules did not apply (for [reference_without_leases]): "
+        "WithoutLeases does not implement polyloop.ports.RunLeasing"
+    )
+    assert 1 == broken_run.output.count(line), broken_run.output[-3000:]
 
 
 @pytest.mark.parametrize("store", sorted(CAUGHT_BY))

@@ -42,6 +42,7 @@ def test_readme_example_passes_in_a_fresh_directory(tmp_path: Path) -> None:
     suites = {key.split("::")[0] for key, v in result.tests.items() if v.outcome == "passed"}
     assert {
         "run_store",
+        "run_store_leases",
         "run_store_stateful",
         "decision_parser",
         "model_client",

@@ -18,6 +18,9 @@ NEEDS_REOPEN = (
     "run_store::test_appends_continue_after_reopen",
     "run_store::test_two_store_objects_keep_each_others_writes",
     "run_store::test_racing_starts_across_store_objects_have_one_winner",
+    "run_store_leases::test_a_held_lease_is_refused_to_a_second_store_object",
+    "run_store_leases::test_a_lease_is_free_again_after_its_store_is_closed",
+    "run_store_leases::test_a_lease_is_free_within_a_second_after_its_holder_is_killed",
 )
 
 
@@ -45,12 +48,13 @@ def test_contract_suite_is_green(suite_run: Result) -> None:
 
 @pytest.mark.parametrize("store", ["memory", "jsonl", "sqlite"])
 def test_each_store_passes_every_store_rule(suite_run: Result, store: str) -> None:
-    """Every RunStore rule ran for this store (stateful included) and passed."""
+    """Every RunStore rule ran for this store (stateful and lease rules included) and passed."""
     outcomes = _store_tests(suite_run, store)
     assert "passed" == outcomes.get(
         f"run_store_stateful::test_store_matches_a_model_of_the_log[{store}]"
     )
-    assert len(outcomes) >= 24
+    assert len(outcomes) >= 33
+    assert 5 == sum(1 for key in outcomes if key.startswith("run_store_leases::"))
     durable = {f"{name}[{store}]" for name in NEEDS_REOPEN}
     expected_other = "skipped" if store == "memory" else "passed"
     assert {k: expected_other for k in durable} == {k: outcomes[k] for k in durable}

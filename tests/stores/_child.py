@@ -13,6 +13,13 @@ Commands (arguments are positional):
   the forked process, so each kill costs a run, not an interpreter start.
 - ``disk-full KIND WHERE``: cap the file size (RLIMIT_FSIZE), write until the disk refuses,
   then check the error, read back, lift the cap and write again. Prints a JSON report.
+- ``racer KIND WHERE LEDGER WHO``: a lease-race worker. For every line ``MODE RUN_ID`` on stdin
+  (MODE ``run`` or ``resume``) it builds the ledger agent, prints ``set``, waits for a line,
+  calls MODE once and prints one JSON line: ``{"outcome": "drove"|"recorded"|"refused"|
+  "error", "error": <type or null>, "stop": <stop reason or null>}``.
+- ``hold KIND WHERE RUN_ID POLICY LEDGER LEAVE``: ``run`` the ledger agent's kill script; its
+  step-1 tool (replay POLICY) prints ``in-action`` and hangs, after leaving a child process
+  running when LEAVE is ``fork`` or ``subprocess`` (``child <pid>`` comes first).
 """
 
 from __future__ import annotations
@@ -24,10 +31,10 @@ import resource
 import signal
 import sys
 
-from polyloop.errors import PolyLoopError
-from polyloop.ports import RunLog, RunStore
+from polyloop.errors import PolyLoopError, RunLeaseHeldError
+from polyloop.ports import LeaseHolder, RunLease, RunLeasing, RunLog, RunStore
 from polyloop.serialization import LogRecord, dumps_log_record
-from polyloop.session import run
+from polyloop.session import resume, run
 from polyloop.types import IntentKind
 from tests.stores import _agent
 from tests.stores._helpers import close_store, intent, open_store, started, write_run
@@ -40,7 +47,7 @@ def _say(line: str) -> None:
 
 
 class PrintingStore:
-    """Passes writes through and prints each one once it has been acknowledged."""
+    """Passes writes (and the run leases) through and prints each write once acknowledged."""
 
     def __init__(self, inner: RunStore) -> None:
         self.inner = inner
@@ -67,6 +74,14 @@ class PrintingStore:
     async def read_log(self, run_id: str) -> RunLog:
         return await self.inner.read_log(run_id)
 
+    async def acquire_run_lease(self, run_id: str) -> RunLease:
+        assert isinstance(self.inner, RunLeasing)
+        return await self.inner.acquire_run_lease(run_id)
+
+    async def run_lease_holder(self, run_id: str) -> LeaseHolder | None:
+        assert isinstance(self.inner, RunLeasing)
+        return await self.inner.run_lease_holder(run_id)
+
     def parameters(self) -> dict[str, str]:
         return dict(self.inner.parameters())
 
@@ -74,7 +89,7 @@ class PrintingStore:
 async def drive(kind: str, where: str, prefix: str, runs: int, steps: int) -> None:
     store = open_store(kind, where)
     printing = PrintingStore(store)
-    definition = _agent.definition(printing, steps)  # type: ignore[arg-type]
+    definition = _agent.definition(printing, steps)
     _say("ready")
     await asyncio.gather(
         *(run(definition, _agent.request(f"{prefix}-{i}", i, steps)) for i in range(runs))
@@ -176,6 +191,41 @@ async def disk_full(kind: str, where: str) -> None:
     )
 
 
+async def racer(kind: str, where: str, ledger: str, who: str) -> None:
+    store = open_store(kind, where)
+    _say("ready")
+    while True:
+        command = sys.stdin.readline()
+        if not command:
+            break
+        mode, run_id = command.split()
+        definition = _agent.ledger_definition(store, _agent.RACE_SCRIPT)
+        request = _agent.ledger_request(run_id, _agent.ledger_tools(ledger, run_id, who))
+        _say("set")
+        sys.stdin.readline()
+        outcome: dict[str, object] = {"outcome": "recorded", "error": None, "stop": None}
+        try:
+            result = await (run if mode == "run" else resume)(definition, request)
+        except RunLeaseHeldError:
+            outcome.update(outcome="refused", error="RunLeaseHeldError")
+        except PolyLoopError as error:
+            outcome.update(outcome="error", error=type(error).__name__)
+        else:
+            outcome["stop"] = result.stop_reason.value
+            if _agent.drove(definition):
+                outcome["outcome"] = "drove"
+        _say(json.dumps(outcome))
+    await close_store(store)
+
+
+async def hold(kind: str, where: str, run_id: str, policy: str, ledger: str, leave: str) -> None:
+    store = open_store(kind, where)
+    definition = _agent.ledger_definition(store, _agent.hold_script(policy))
+    tools = _agent.ledger_tools(ledger, run_id, "holder", hang=True, leave_child=leave)
+    _say(f"pid {os.getpid()}")
+    await run(definition, _agent.ledger_request(run_id, tools))
+
+
 def main(argv: list[str]) -> None:
     command, kind, where, *rest = argv
     os.makedirs(where, exist_ok=True)
@@ -189,6 +239,10 @@ def main(argv: list[str]) -> None:
         zygote(kind, where)
     elif command == "disk-full":
         asyncio.run(disk_full(kind, where))
+    elif command == "racer":
+        asyncio.run(racer(kind, where, rest[0], rest[1]))
+    elif command == "hold":
+        asyncio.run(hold(kind, where, rest[0], rest[1], rest[2], rest[3]))
     else:
         raise SystemExit(f"unknown command {command!r}")
 

@@ -1,8 +1,8 @@
 """Reading a run-log file decides exactly as a plain line-by-line reader would.
 
-``parse_log`` decodes the whole file at once and ``scan_tail`` searches instead of splitting;
-both are checked here against straightforward references on files mixing good records, records
-of another run, garbage, lines that are not UTF-8 and torn tails.
+``parse_log`` decodes the whole file at once and ``scan_tail`` looks only for what a writer
+needs; both are checked here against straightforward references on files mixing good records,
+records of another run, records written twice, garbage, lines that are not UTF-8 and torn tails.
 """
 
 from __future__ import annotations
@@ -20,6 +20,24 @@ from polyloop.serialization import dumps_log_record, loads_log_record
 from polyloop.stores._jsonl_format import parse_log, scan_tail
 from polyloop.types import Intent, ModelCallResult, RunFinished, RunStarted, StepCompleted
 from tests.strategies import log_records
+
+
+def _key(record: Any) -> tuple[object, ...]:
+    """What a log holds at most once, and how the refusal names it."""
+    if isinstance(record, Intent):
+        return ("intent", record.kind.value, record.result_id)
+    if isinstance(record, ModelCallResult):
+        return ("result", record.result_id)
+    if isinstance(record, StepCompleted):
+        return ("step", record.step.step_idx)
+    return (type(record).__name__,)
+
+
+def _named(key: tuple[object, ...]) -> str:
+    if key[0] == "intent":
+        return f"{key[1]} intent"
+    return {"result": "ModelCallResult", "step": "StepCompleted"}.get(str(key[0]), str(key[0]))
+
 
 relaxed = settings(
     max_examples=80,
@@ -39,6 +57,7 @@ def _reference_log(data: bytes, run_id: str, where: str) -> RunLog:
     intents: list[Intent] = []
     results: list[ModelCallResult] = []
     steps: list[StepCompleted] = []
+    seen: set[tuple[object, ...]] = set()
     for index, line in enumerate(lines):
         position = f"line {index + 1}"
         try:
@@ -51,9 +70,10 @@ def _reference_log(data: bytes, run_id: str, where: str) -> RunLog:
             ) from None
         if record.run_id != run_id:
             raise CorruptLogError(f"{where}, {position}: holds a record of run")
+        if _key(record) in seen:
+            raise CorruptLogError(f"{where}, {position}: a second {_named(_key(record))} for run")
+        seen.add(_key(record))
         if isinstance(record, RunStarted):
-            if started is not None:
-                raise CorruptLogError(f"{where}, {position}: a second RunStarted for run")
             started = record
         elif isinstance(record, Intent):
             intents.append(record)
@@ -62,8 +82,6 @@ def _reference_log(data: bytes, run_id: str, where: str) -> RunLog:
         elif isinstance(record, StepCompleted):
             steps.append(record)
         else:
-            if finished is not None:
-                raise CorruptLogError(f"{where}, {position}: a second RunFinished for run")
             finished = record
     return RunLog(started, tuple(intents), tuple(results), tuple(steps), finished)
 
@@ -71,8 +89,7 @@ def _reference_log(data: bytes, run_id: str, where: str) -> RunLog:
 @dataclass(frozen=True)
 class _Tail:
     valid_end: int
-    has_started: bool
-    has_finished: bool
+    keys: frozenset[tuple[object, ...]]
 
 
 def _reference_tail(data: bytes) -> _Tail:
@@ -85,11 +102,13 @@ def _reference_tail(data: bytes) -> _Tail:
         except (SerializationError, UnicodeDecodeError):
             valid_end -= len(lines[-1]) + 1
             lines.pop()
-    return _Tail(
-        valid_end,
-        any(line.startswith(b'{"type":"run_started"') for line in lines),
-        any(line.startswith(b'{"type":"run_finished"') for line in lines),
-    )
+    keys = set()
+    for line in lines:
+        try:
+            keys.add(_key(loads_log_record(line.decode("utf-8"))))
+        except (SerializationError, UnicodeDecodeError):
+            continue  # a bad line before the end: the reader's to report
+    return _Tail(valid_end, frozenset(keys))
 
 
 def _with_run_id(record: Any, run_id: str) -> Any:
@@ -165,9 +184,15 @@ def test_parse_log_decides_as_a_line_by_line_reader(data: bytes) -> None:
 @relaxed
 @given(data=_files)
 def test_scan_tail_decides_as_a_line_by_line_scan(data: bytes) -> None:
-    """Same end of the good part, and the same head and tail flags."""
+    """Same end of the good part, and the same keys of the records in it."""
     tail = scan_tail(data)
-    assert _Tail(tail.valid_end, tail.has_started, tail.has_finished) == _reference_tail(data)
+    keys = frozenset(
+        key
+        if key[0] != "run_started" and key[0] != "run_finished"
+        else ("RunStarted" if key[0] == "run_started" else "RunFinished",)
+        for key in tail.keys
+    )
+    assert _reference_tail(data) == _Tail(tail.valid_end, keys)
 
 
 def test_a_line_that_is_not_utf8_is_named_even_when_the_rest_is_text() -> None:

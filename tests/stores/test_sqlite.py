@@ -48,7 +48,7 @@ async def test_the_file_is_in_wal_mode_with_a_schema_row(tmp_path: object) -> No
     async with SqliteRunStore(path) as store:
         await store.write_run_started(started("x"))
     assert _query(path, "PRAGMA journal_mode") == [("wal",)]
-    assert _query(path, "SELECT major, minor FROM polyloop_schema") == [(1, 0)]
+    assert _query(path, "SELECT major, minor FROM polyloop_schema") == [(1, 1)]
 
 
 async def test_a_file_of_a_newer_schema_major_is_refused_clearly(tmp_path: object) -> None:

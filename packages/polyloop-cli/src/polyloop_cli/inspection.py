@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from polyloop.errors import CorruptLogError
-from polyloop.ports import RunLog
+from polyloop.ports import LeaseHolder, RunLog
 from polyloop.session import ResumePlan, plan_resume, validate_log
 from polyloop.types import ActionStatus, Intent, StepRecord
 
@@ -20,6 +20,7 @@ __all__ = [
     "PlanReport",
     "StepSpan",
     "corruption",
+    "holder_json",
     "model_calls_json",
     "model_usage_fields",
     "plan_report",
@@ -109,9 +110,26 @@ def plan_report(log: RunLog) -> PlanReport:
     return PlanReport(plan, tuple(assumptions))
 
 
-def run_summary(run_id: str, log: RunLog, damage: str | None = None) -> dict[str, Any]:
+def holder_json(holder: LeaseHolder | None) -> dict[str, Any] | None:
+    """Who drives a run now, as JSON (``None``: nobody, as far as the store can tell)."""
+    if holder is None:
+        return None
+    return {
+        "process_id": holder.process_id,
+        "host_name": holder.host_name,
+        "acquired_at": holder.acquired_at,
+        "description": holder.describe(),
+    }
+
+
+def run_summary(
+    run_id: str, log: RunLog, damage: str | None = None, holder: LeaseHolder | None = None
+) -> dict[str, Any]:
     """One row of ``polyloop runs``. ``damage``: why the store could not read the log (then
-    ``log`` holds what was salvaged, if anything)."""
+    ``log`` holds what was salvaged, if anything); ``holder``: who holds the run's lease now.
+
+    An unfinished run whose lease is held is ``running``: a driver is at work on it right now.
+    """
     if damage is not None and log == RunLog():
         return {
             "run_id": run_id,
@@ -122,6 +140,7 @@ def run_summary(run_id: str, log: RunLog, damage: str | None = None) -> dict[str
             "stop_reason": None,
             "tail": None,
             "corrupt": damage,
+            "holder": holder_json(holder),
         }
     verdict = damage if damage is not None else corruption(log, run_id)
     snapshot: Mapping[str, str] = log.started.parameter_snapshot if log.started else {}
@@ -136,6 +155,7 @@ def run_summary(run_id: str, log: RunLog, damage: str | None = None) -> dict[str
         "stop_reason": None,
         "tail": None,
         "corrupt": verdict,
+        "holder": holder_json(holder),
     }
     if verdict is not None:
         row["status"] = "corrupt"
@@ -145,6 +165,8 @@ def run_summary(run_id: str, log: RunLog, damage: str | None = None) -> dict[str
         row["stop_reason"] = log.finished.result.stop_reason.value
         return row
     row["tail"] = plan_report(log).plan.state.value
+    if holder is not None:
+        row["status"] = "running"
     return row
 
 

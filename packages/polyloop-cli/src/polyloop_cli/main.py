@@ -21,13 +21,14 @@ from typing import Any, TypeVar
 
 import click
 
-from polyloop.ports import RunLog
+from polyloop.ports import LeaseHolder, RunLog
 from polyloop.serialization import dumps, to_dict
 from polyloop.types import StepRecord
 from polyloop_cli.errors import CliError, ExitCode, shown_id
 from polyloop_cli.inspection import (
     StepSpan,
     corruption,
+    holder_json,
     model_calls_json,
     model_usage_fields,
     plan_report,
@@ -42,6 +43,7 @@ from polyloop_cli.stores import (
     StoreUrl,
     damaged_message,
     default_store_url,
+    lease_holder,
     list_run_ids,
     open_store,
     parse_store_url,
@@ -116,6 +118,29 @@ async def _existing_log(choice: StoreChoice, run_id: str) -> RunLog:
     return log
 
 
+async def _existing_log_and_holder(
+    choice: StoreChoice, run_id: str
+) -> tuple[RunLog, LeaseHolder | None]:
+    """The run's log and who drives it now (the lease is looked at first: a log read while a
+    driver writes is at least as new as the answer)."""
+    advice = f"`{suggest('show', run_id, *choice.option)}` shows what can be read."
+    async with open_store(choice.url, missing_advice=choice.missing_advice) as store:
+        holder = await lease_holder(store, choice.url, run_id)
+        log = await read_log(store, choice.url, run_id, advice=advice, name_store=not choice.option)
+    if log == RunLog():
+        raise _not_found(choice, run_id)
+    return log, holder
+
+
+def _running(row: dict[str, Any]) -> str | None:
+    """``pid 4711 on worker-3``: who drives a ``running`` run, where the store can tell."""
+    holder = row.get("holder")
+    if row["status"] != "running" or holder is None or holder["process_id"] is None:
+        return None
+    where = f" on {holder['host_name']}" if holder["host_name"] else ""
+    return f"pid {holder['process_id']}{where}"
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 def cli() -> None:
     """PolyLoop run logs from the command line.
@@ -153,7 +178,7 @@ def _untrusted(
 @store_option
 @json_option
 def runs(store: str | None, as_json: bool) -> None:
-    """List the runs in a store: id, steps, stop reason or "unfinished"."""
+    """List the runs in a store: id, steps, stop reason, "running" or "unfinished"."""
     output = Output(as_json=as_json)
     choice = _store(store)
     url = choice.url
@@ -164,7 +189,9 @@ def runs(store: str | None, as_json: bool) -> None:
             listing = await list_run_ids(opened, url)
             for run_id in listing.run_ids:
                 read = await read_run(opened, run_id)
-                rows.append(run_summary(run_id, read.log, read.damage))
+                finished = read.damage is not None or read.log.finished is not None
+                holder = None if finished else await lease_holder(opened, url, run_id)
+                rows.append(run_summary(run_id, read.log, read.damage, holder))
         return rows, listing.unreadable
 
     rows, unreadable = _run(collect())
@@ -179,7 +206,7 @@ def runs(store: str | None, as_json: bool) -> None:
                 (
                     row["run_id"],
                     "" if row["steps"] is None else row["steps"],
-                    status_text(row["status"], row["stop_reason"], row["tail"]),
+                    status_text(row["status"], row["stop_reason"], _running(row) or row["tail"]),
                     row["model"],
                 )
                 for row in rows
@@ -471,7 +498,7 @@ def plan(run_id: str, store: str | None, as_json: bool) -> None:
     """What `resume` would do now, by the recovery table, and why. Calls no seam."""
     output = Output(as_json=as_json)
     choice = _store(store)
-    log = _run(_existing_log(choice, run_id))
+    log, holder = _run(_existing_log_and_holder(choice, run_id))
     verdict = corruption(log, run_id)
     if verdict is not None:
         raise CliError(
@@ -481,8 +508,18 @@ def plan(run_id: str, store: str | None, as_json: bool) -> None:
             detail=verdict,
         )
     report = plan_report(log)
+    refused_now = holder is not None and log.finished is None
     if as_json:
-        output.json({"run_id": run_id, "store": str(choice.url), **report.to_json()})
+        lease = {"held": holder is not None, "holder": holder_json(holder)}
+        output.json(
+            {
+                "run_id": run_id,
+                "store": str(choice.url),
+                **report.to_json(),
+                "lease": lease,
+                "resume_refused_now": refused_now,
+            }
+        )
         return
     data = report.to_json()
     pairs: list[tuple[str, object]] = [
@@ -503,6 +540,15 @@ def plan(run_id: str, store: str | None, as_json: bool) -> None:
             )
         )
     pairs.append(("why", data["reason"]))
+    if refused_now:
+        assert holder is not None
+        pairs.append(
+            (
+                "right now",
+                f"resume would be refused: the run is being driven by {holder.describe()}; "
+                "wait for it to finish (or resume with lease_wait_seconds)",
+            )
+        )
     output.fields(pairs, title=f"Resume plan for {run_id}")
     for assumption in report.assumptions:
         output.note(f"assumed: {assumption}", style="yellow")

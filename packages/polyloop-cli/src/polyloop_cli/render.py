@@ -214,6 +214,7 @@ def _cell(value: object) -> str | Text:
 _STATUS_STYLES = {
     "corrupt": ("CORRUPT", "bold red"),
     "unfinished": ("unfinished", "yellow"),
+    "running": ("running", "cyan"),
 }
 _GOOD_STOP_REASONS = frozenset({"task_completed", "agent_finished"})
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from polyloop.errors import PolyLoopError
-from polyloop.ports import RunListing, RunLog, RunStore
+from polyloop.ports import LeaseHolder, RunLeasing, RunListing, RunLog, RunStore
 from polyloop_cli.errors import CliError, ExitCode, shown_id
 from polyloop_cli.salvage import Salvage, salvage_jsonl, salvage_sqlite
 from polyloop_cli.store_check import check_store_path, is_run_file_name
@@ -34,6 +34,7 @@ __all__ = [
     "RunRead",
     "StoreUrl",
     "default_store_url",
+    "lease_holder",
     "list_run_ids",
     "open_store",
     "parse_store_url",
@@ -249,6 +250,17 @@ async def salvage(store: RunStore, url: StoreUrl, run_id: str) -> Salvage:
     if path is None:
         return Salvage(RunLog(), (f"{url.path}: the store does not say which file holds the run",))
     return await asyncio.to_thread(salvage_jsonl, path, run_id)
+
+
+async def lease_holder(store: RunStore, url: StoreUrl, run_id: str) -> LeaseHolder | None:
+    """Who holds ``run_id``'s lease now (``None`` also for a store without leases). Looks
+    without taking, so asking never makes a real driver fail."""
+    if not isinstance(store, RunLeasing):
+        return None
+    try:
+        return await store.run_lease_holder(run_id)
+    except (PolyLoopError, OSError) as error:
+        raise _unreadable(url, error) from None
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,6 +24,7 @@ import pytest
 #: The suites, in the order they run: one module each, named after the seam it checks.
 SUITES: tuple[str, ...] = (
     "run_store",
+    "run_store_leases",
     "run_store_stateful",
     "decision_parser",
     "model_client",

@@ -24,6 +24,11 @@ STORE_CAPABILITIES: Mapping[str, str] = MappingProxyType(
             "any Python string is a valid run_id, including NUL characters, 10 000 characters, "
             "and the same text in two Unicode normalisations"
         ),
+        "leases": (
+            "the store implements polyloop.ports.RunLeasing: at most one holder of a run's lease "
+            "across every store object on the same storage, freed when the holder dies (a "
+            "store that does not implement it is reported, not failed)"
+        ),
     }
 )
 

@@ -25,6 +25,9 @@ from polyloop_contract.capabilities import StoreCapabilities
 StoreFactory = Callable[[], RunStore | Awaitable[RunStore]]
 #: ``polyloop_store_reopen``: given a store from the factory, a new store object on its storage.
 StoreReopen = Callable[[RunStore], RunStore | Awaitable[RunStore]]
+#: ``polyloop_store_child_opener``: given a store from the factory, a picklable zero-argument
+#: callable that opens a store object on the same storage when called in another process.
+StoreChildOpener = Callable[[RunStore], Callable[[], RunStore | Awaitable[RunStore]]]
 
 
 def missing(request: pytest.FixtureRequest, fixture: str, suite: str, what: str) -> NoReturn:
@@ -51,6 +54,12 @@ def polyloop_store_factory(request: pytest.FixtureRequest) -> StoreFactory:
 @pytest.fixture
 def polyloop_store_reopen() -> StoreReopen | None:
     """Given a store the factory returned, a new store object on the same storage."""
+    return None
+
+
+@pytest.fixture
+def polyloop_store_child_opener() -> StoreChildOpener | None:
+    """Given a store the factory returned, a picklable callable opening its storage elsewhere."""
     return None
 
 
@@ -126,6 +135,7 @@ def polyloop_event_sink(request: pytest.FixtureRequest) -> EventSink:
 FIXTURE_NAMES: tuple[str, ...] = (
     "polyloop_store_factory",
     "polyloop_store_reopen",
+    "polyloop_store_child_opener",
     "polyloop_store_capabilities",
     "polyloop_decision_parser",
     "polyloop_model_client",

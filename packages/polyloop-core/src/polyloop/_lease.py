@@ -7,6 +7,9 @@ import it from there.
 
 from __future__ import annotations
 
+import os
+import socket
+import time
 from dataclasses import dataclass
 
 __all__ = ["LeaseHolder"]
@@ -25,6 +28,12 @@ class LeaseHolder:
     host_name: str | None = None
     #: When the lease was acquired, ISO 8601 in UTC (``2026-12-01T10:00:00Z``).
     acquired_at: str | None = None
+
+    @classmethod
+    def of_this_process(cls) -> LeaseHolder:
+        """This process, on this host, from now (what a store records when it takes a lease)."""
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        return cls(process_id=os.getpid(), host_name=socket.gethostname(), acquired_at=now)
 
     def describe(self) -> str:
         """``"process 4711 on host worker-3 since 2026-12-01T10:00:00Z"``, with what is known."""

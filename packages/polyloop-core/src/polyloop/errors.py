@@ -90,6 +90,23 @@ class RunLeaseHeldError(PolyLoopError):
         self.run_id = run_id
         self.holder = holder
 
+    @classmethod
+    def held_by(
+        cls, run_id: str, holder: LeaseHolder | None, *, where: str | None = None
+    ) -> RunLeaseHeldError:
+        """The standard refusal: names the run, the holder as far as known, and what to do.
+
+        ``where`` names the lease's storage (a file, a database) when that helps a reader.
+        """
+        who = (holder or LeaseHolder()).describe()
+        place = f" Lease: {where}" if where else ""
+        return cls(
+            f"Run {run_id!r} is being driven right now by {who}; nothing was read or written. "
+            f"Wait for that driver to finish, or pass lease_wait_seconds to run/resume.{place}",
+            run_id=run_id,
+            holder=holder,
+        )
+
     def __reduce__(self) -> tuple[object, ...]:
         # Keyword-only fields survive pickling (a batch worker may send the error home).
         return (_rebuild_lease_held, (self.args[0], self.run_id, self.holder))

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import random
+from dataclasses import replace
 
 import pytest
 
-from polyloop.errors import RunAlreadyStartedError
+from polyloop.errors import DuplicateRecordError, RunAlreadyStartedError
 from polyloop.ports import RunLog, RunStore
 from polyloop.types import (
     ModelCallResult,
@@ -18,6 +19,7 @@ from polyloop.types import (
     RunResult,
     StopReason,
 )
+from polyloop_contract import _report
 from polyloop_contract._checks import (
     Rule,
     check_parameters_no_io,
@@ -48,6 +50,7 @@ from polyloop_contract.suites._store_support import (
     Reopen,
     make_reopener,
     make_store_maker,
+    param_suffix,
     require_capability,
 )
 
@@ -474,6 +477,73 @@ async def test_racing_starts_have_one_winner(make_store: MakeStore) -> None:
     rule.check(
         log.started == contenders[winners[0]],
         f"contender {winners[0]} won, but the stored RunStarted is {log.started!r}",
+    )
+
+
+# ---------------------------------------------------------------------------
+# A record written twice: refused, or kept where readers see it; never dropped or merged
+# ---------------------------------------------------------------------------
+
+
+def _duplicates(run_id: str) -> list[tuple[str, LogRecord]]:
+    """Second records of keys a log holds once; each differs from the first in content where
+    it can, so that keeping only one of the two (dropping or merging) shows."""
+    first_step = step_completed(run_id, 0, with_action=True)
+    changed_step = replace(
+        first_step, step=replace(first_step.step, observation="a different observation")
+    )
+    return [
+        ("the same model-call intent again", model_intent(run_id, 0)),
+        ("a second action intent with the same result_id", action_intent(run_id, 0)),
+        ("a second ModelCallResult of result_id 'model-0'", model_result(run_id, 0, failed=True)),
+        ("a second StepCompleted of step 0", changed_step),
+    ]
+
+
+@aio
+@pytest.mark.parametrize(
+    "which", range(4), ids=["model_intent", "action_intent", "model_result", "step"]
+)
+async def test_duplicate_writes_are_never_dropped_or_merged(
+    request: pytest.FixtureRequest, make_store: MakeStore, which: int
+) -> None:
+    """A second record of one key is refused with DuplicateRecordError (leaving the log as it
+    was) or, where a store keeps it, read back after the first: never silently dropped, never
+    merged into the first."""
+    rule = Rule(SEAM, "duplicate writes are never dropped or merged")
+    store = await make_store()
+    run_id = "written-twice"
+    records: list[LogRecord] = [
+        run_started(run_id),
+        model_intent(run_id, 0),
+        model_result(run_id, 0),
+        action_intent(run_id, 0),
+        step_completed(run_id, 0, with_action=True),
+    ]
+    await _write_all(rule, store, records)
+    what, duplicate = _duplicates(run_id)[which]
+    try:
+        await write(store, duplicate)
+    except DuplicateRecordError:
+        await _expect_log(rule, store, run_id, records)
+        return
+    except Exception as error:
+        rule.fail(
+            f"writing {what} ({describe(duplicate)}) raised {type(error).__name__}: {error}; a "
+            "store that refuses it must raise polyloop.errors.DuplicateRecordError"
+        )
+    kept = await rule.call(f"read_log({run_id!r})", store.read_log(run_id))
+    difference = log_difference(expected_log([*records, duplicate]), kept)
+    rule.check(
+        difference is None,
+        f"writing {what} ({describe(duplicate)}) was accepted, but the log does not hold both "
+        f"records in write order ({difference}): the store dropped or merged a write. Refuse "
+        "it with DuplicateRecordError instead",
+    )
+    _report.note(
+        request.config,
+        f"NOTE RunStore keeps records written twice{param_suffix(request)} instead of refusing "
+        "them with DuplicateRecordError; resume then calls such a log corrupt",
     )
 
 

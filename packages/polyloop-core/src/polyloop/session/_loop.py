@@ -11,7 +11,7 @@ import asyncio
 import logging
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
 from polyloop.errors import (
@@ -33,6 +33,7 @@ from polyloop.ports import (
 )
 from polyloop.session._definition import AgentDefinition, RunRequest, merge_snapshots
 from polyloop.session._events import EventChannel
+from polyloop.session._lease import check_lease_wait, release_run_lease, take_run_lease
 from polyloop.session._prompt import Prompt
 from polyloop.session._recovery import (
     ResumeMove,
@@ -78,7 +79,8 @@ def run_snapshot(definition: AgentDefinition, request: RunRequest) -> Mapping[st
     )
 
 
-def _check_options(clock: Clock, event_timeout_seconds: float) -> None:
+def _check_options(clock: Clock, event_timeout_seconds: float, lease_wait_seconds: float) -> None:
+    check_lease_wait(lease_wait_seconds)
     if not callable(clock):
         raise ConfigurationError("clock must be a zero-argument callable returning seconds.")
     if (
@@ -500,14 +502,48 @@ async def run(
     *,
     clock: Clock = time.monotonic,
     event_timeout_seconds: float = DEFAULT_EVENT_TIMEOUT_SECONDS,
+    lease_wait_seconds: float = 0.0,
 ) -> RunResult:
     """Start run ``request.run_id`` and drive it until it stops.
 
+    Takes the run's lease first and holds it until it returns or raises: while another driver
+    holds it, raises :class:`RunLeaseHeldError` before reading, writing or calling any seam
+    (after retrying for up to ``lease_wait_seconds``; 0, the default, refuses at once).
     Raises :class:`RunAlreadyStartedError` (writing nothing) when the store already holds a log
     for this run_id. ``clock`` measures ``step_wall_ms`` (seconds as float, monotonic).
     ``event_timeout_seconds`` bounds each event delivery.
     """
-    _check_options(clock, event_timeout_seconds)
+    _check_options(clock, event_timeout_seconds, lease_wait_seconds)
+    return await _leased(
+        _start, definition, request, clock, event_timeout_seconds, lease_wait_seconds
+    )
+
+
+_Invocation = Callable[[AgentDefinition, RunRequest, Clock, float], Awaitable[RunResult]]
+
+
+async def _leased(
+    invocation: _Invocation,
+    definition: AgentDefinition,
+    request: RunRequest,
+    clock: Clock,
+    event_timeout_seconds: float,
+    lease_wait_seconds: float,
+) -> RunResult:
+    """Run ``invocation`` holding the run's lease, taken first and given back on every path."""
+    lease = await take_run_lease(definition.store, request.run_id, lease_wait_seconds)
+    try:
+        return await invocation(definition, request, clock, event_timeout_seconds)
+    finally:
+        await release_run_lease(lease)
+
+
+async def _start(
+    definition: AgentDefinition,
+    request: RunRequest,
+    clock: Clock,
+    event_timeout_seconds: float,
+) -> RunResult:
     snapshot = run_snapshot(definition, request)
     invocation = _Run(definition, request, clock, event_timeout_seconds)
     existing = await definition.store.read_log(request.run_id)
@@ -542,14 +578,30 @@ async def resume(
     *,
     clock: Clock = time.monotonic,
     event_timeout_seconds: float = DEFAULT_EVENT_TIMEOUT_SECONDS,
+    lease_wait_seconds: float = 0.0,
 ) -> RunResult:
     """Continue run ``request.run_id`` from its log, by the recovery table.
 
-    Raises :class:`RunNotFoundError` when there is no ``RunStarted``, :class:`CorruptLogError`
-    naming the offending record, :class:`SnapshotMismatchError` listing every differing
-    parameter. A finished run's recorded result is returned without calling any seam.
+    Takes the run's lease first, then reads the log (so it sees everything earlier drivers
+    wrote), and holds the lease until it returns or raises; while another driver holds it,
+    raises :class:`RunLeaseHeldError` before reading, writing or calling any seam (after
+    retrying for up to ``lease_wait_seconds``). Raises :class:`RunNotFoundError` when there is
+    no ``RunStarted``, :class:`CorruptLogError` naming the offending record,
+    :class:`SnapshotMismatchError` listing every differing parameter. A finished run's recorded
+    result is returned without calling any seam.
     """
-    _check_options(clock, event_timeout_seconds)
+    _check_options(clock, event_timeout_seconds, lease_wait_seconds)
+    return await _leased(
+        _continue, definition, request, clock, event_timeout_seconds, lease_wait_seconds
+    )
+
+
+async def _continue(
+    definition: AgentDefinition,
+    request: RunRequest,
+    clock: Clock,
+    event_timeout_seconds: float,
+) -> RunResult:
     run_id = request.run_id
     log = await definition.store.read_log(run_id)
     if log.started is None:

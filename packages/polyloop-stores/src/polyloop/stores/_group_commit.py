@@ -3,8 +3,9 @@
 While a commit is syncing, new writes queue up; the next transaction takes all of them (up to
 ``max_batch``) and pays one sync for the lot. Each write still:
 
-- is applied on its own (a refused insert, e.g. a second ``RunStarted``, fails only that write:
-  SQLite undoes just the failing statement, the rest of the transaction stands);
+- is applied on its own (a refused insert, e.g. a second ``RunStarted`` or a second record of a
+  ``record_key``, fails only that write: SQLite undoes just the failing statement, the rest of
+  the transaction stands);
 - returns only after the transaction holding it has committed, i.e. is durable;
 - keeps its order: the queue is FIFO and a run awaits each write before its next one.
 
@@ -21,24 +22,35 @@ import sqlite3
 import threading
 from collections.abc import Callable
 
-from polyloop.errors import PolyLoopError, RunAlreadyStartedError, StoreError
+from polyloop.errors import PolyLoopError, StoreError
+from polyloop.stores._records import RecordKey, duplicate_error
 from polyloop.stores._threads import DEFAULT_IDLE_WAIT_SECONDS, Completion, settle_all
 
 __all__ = ["GroupCommitWriter", "PendingWrite"]
 
-_INSERT = "INSERT INTO run_records (run_id, kind, body) VALUES (?, ?, ?)"
+_INSERT = "INSERT INTO run_records (run_id, kind, body, record_key) VALUES (?, ?, ?, ?)"
 
 
 class PendingWrite:
     """One record waiting for the writer thread."""
 
-    __slots__ = ("body", "completion", "kind", "run_id")
+    __slots__ = ("body", "completion", "key", "key_text", "kind", "run_id")
 
-    def __init__(self, completion: Completion, run_id: str, kind: str, body: str) -> None:
+    def __init__(
+        self,
+        completion: Completion,
+        run_id: str,
+        kind: str,
+        body: str,
+        key: RecordKey,
+        key_text: str | None,
+    ) -> None:
         self.completion = completion
         self.run_id = run_id
         self.kind = kind
         self.body = body
+        self.key = key
+        self.key_text = key_text
 
 
 #: ``None`` stops the thread; a bare :class:`Completion` asks it to open the connection (to
@@ -80,10 +92,12 @@ class GroupCommitWriter:
                 self._thread.start()
             self._queue.put(item)
 
-    async def write(self, run_id: str, kind: str, body: str) -> None:
-        """Store one record; return once it is committed."""
+    async def write(
+        self, run_id: str, kind: str, body: str, key: RecordKey, key_text: str | None
+    ) -> None:
+        """Store one record (``key_text``: its ``record_key`` column); return once committed."""
         completion = Completion()
-        self._put(PendingWrite(completion, run_id, kind, body))
+        self._put(PendingWrite(completion, run_id, kind, body, key, key_text))
         await completion.wait(self._idle_wait)
 
     async def open(self) -> None:
@@ -170,16 +184,11 @@ class GroupCommitWriter:
 
     def _insert(self, connection: sqlite3.Connection, write: PendingWrite) -> BaseException | None:
         try:
-            connection.execute(_INSERT, (write.run_id, write.kind, write.body))
+            connection.execute(_INSERT, (write.run_id, write.kind, write.body, write.key_text))
         except sqlite3.IntegrityError as error:
             # SQLite undoes only the failed statement; the rest of the batch goes on.
             if getattr(error, "sqlite_errorname", "") == "SQLITE_CONSTRAINT_UNIQUE":
-                what = "RunStarted" if write.kind == "run_started" else "RunFinished"
-                return RunAlreadyStartedError(
-                    f"Run {write.run_id!r} already has a {what} record; the store refuses a "
-                    "second one. Use resume() to continue a started run, or pick a new run_id; "
-                    "a finished run's recorded result stands."
-                )
+                return duplicate_error(write.run_id, write.key, self._name)
             return _as_store_error(error, self._name, f"storing a {write.kind} record")
         return None
 

@@ -13,15 +13,13 @@ from dataclasses import dataclass
 
 from polyloop.errors import CorruptLogError, SerializationError
 from polyloop.ports import RunLog
-from polyloop.serialization import loads_log_record
+from polyloop.serialization import LogRecord, loads_log_record
 from polyloop.stores._decoding import decode_log_record
-from polyloop.stores._records import LogBuilder
+from polyloop.stores._records import LogBuilder, RecordKey, record_key
 
-__all__ = ["FileTail", "first_run_id", "parse_log", "scan_tail"]
+__all__ = ["FileTail", "ParsedFile", "first_run_id", "parse_file", "parse_log", "scan_tail"]
 
 _NEWLINE = b"\n"
-_STARTED = b'{"type":"run_started"'
-_FINISHED = b'{"type":"run_finished"'
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,8 +28,17 @@ class FileTail:
 
     #: Bytes up to the end of the last good line; anything after it is a torn write.
     valid_end: int
-    has_started: bool
-    has_finished: bool
+    #: The keys of the records in the good part (a log holds each at most once).
+    keys: frozenset[RecordKey]
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedFile:
+    """A whole file decoded: the log, and what a writer appending next would need."""
+
+    log: RunLog
+    valid_end: int
+    keys: frozenset[RecordKey]
 
 
 def _split(data: bytes) -> tuple[list[bytes], int]:
@@ -43,7 +50,13 @@ def _split(data: bytes) -> tuple[list[bytes], int]:
 
 def parse_log(data: bytes, run_id: str, where: str) -> RunLog:
     """Decode a whole file. ``where`` (the path) and the line number name any bad line."""
-    lines = data[: data.rfind(_NEWLINE) + 1].split(_NEWLINE)[:-1]
+    return parse_file(data, run_id, where).log
+
+
+def parse_file(data: bytes, run_id: str, where: str) -> ParsedFile:
+    """:func:`parse_log`, also saying where the good part ends and which keys it holds."""
+    valid_end = data.rfind(_NEWLINE) + 1
+    lines = data[:valid_end].split(_NEWLINE)[:-1]
     builder = LogBuilder(run_id, where)
     last = len(lines) - 1
     for index, line in enumerate(lines):
@@ -51,6 +64,7 @@ def parse_log(data: bytes, run_id: str, where: str) -> RunLog:
             record = decode_log_record(line)
         except (SerializationError, UnicodeDecodeError) as error:
             if index == last:
+                valid_end -= len(line) + 1
                 break  # garbage at EOF: a torn write, never acknowledged
             raise CorruptLogError(
                 f"{where}, line {index + 1}: not a valid log record ({error}). Only the last "
@@ -58,40 +72,32 @@ def parse_log(data: bytes, run_id: str, where: str) -> RunLog:
                 "damaged; repair or remove that line (keep a copy) before reading this run."
             ) from None
         builder.add(record, "line", index + 1)
-    return builder.build()
+    return ParsedFile(builder.build(), valid_end, builder.keys)
 
 
-def _decodes(line: bytes) -> bool:
+def _decoded(line: bytes) -> LogRecord | None:
     try:
-        loads_log_record(line.decode("utf-8"))
+        return decode_log_record(line)
     except (SerializationError, UnicodeDecodeError):
-        return False
-    return True
+        return None
 
 
 def scan_tail(data: bytes) -> FileTail:
-    """Where the good part of a file ends and whether it holds the head and tail records.
+    """Where the good part of a file ends, and the keys of the records in it.
 
-    Cheap on purpose (only the last line is decoded): the full check is :func:`parse_log`.
+    Tolerant on purpose: a bad line before the end is the reader's to report (with
+    :func:`parse_log`); here it is skipped.
     """
     valid_end = data.rfind(_NEWLINE) + 1
-    if valid_end:
-        start = data.rfind(_NEWLINE, 0, valid_end - 1) + 1
-        if not _decodes(data[start : valid_end - 1]):
-            valid_end = start
-    # A line of the good part starts with a prefix when the file does (and the first line is
-    # good) or when a newline followed by it lies within the good part.
-    return FileTail(
-        valid_end=valid_end,
-        has_started=_starts_a_line(data, _STARTED, valid_end),
-        has_finished=_starts_a_line(data, _FINISHED, valid_end),
-    )
-
-
-def _starts_a_line(data: bytes, prefix: bytes, end: int) -> bool:
-    if end and data.startswith(prefix):
-        return True
-    return data.find(_NEWLINE + prefix, 0, end) != -1
+    lines = data[:valid_end].split(_NEWLINE)[:-1]
+    keys: set[RecordKey] = set()
+    for index, line in enumerate(lines):
+        record = _decoded(line)
+        if record is not None:
+            keys.add(record_key(record))
+        elif index == len(lines) - 1:
+            valid_end -= len(line) + 1
+    return FileTail(valid_end=valid_end, keys=frozenset(keys))
 
 
 def first_run_id(data: bytes, where: str) -> str | None:

@@ -22,9 +22,10 @@ import re
 
 from polyloop.errors import StoreError
 
-__all__ = ["SUFFIX", "file_name_for"]
+__all__ = ["LEASE_SUFFIX", "SUFFIX", "file_name_for", "lease_name_for"]
 
 SUFFIX = ".jsonl"
+LEASE_SUFFIX = ".lease"
 _PREFIX_CHARS = 32
 _UNREADABLE = re.compile(r"[^a-z0-9_-]+")
 
@@ -38,6 +39,19 @@ def file_name_for(run_id: str) -> str:
             f"run_id {run_id!r} is not valid Unicode text (it holds a lone surrogate) and cannot "
             "be stored; use a run_id made of ordinary characters."
         ) from None
+    return _name(run_id, encoded, SUFFIX)
+
+
+def lease_name_for(run_id: str) -> str:
+    """The name of the lease file of ``run_id``: like :func:`file_name_for`, ending ``.lease``.
+
+    Total: a run_id that cannot be stored still gets a lease name (its surrogates are hashed
+    as they are), so taking its lease works and ``resume`` reports the run as not found.
+    """
+    return _name(run_id, run_id.encode("utf-8", "surrogatepass"), LEASE_SUFFIX)
+
+
+def _name(run_id: str, encoded: bytes, suffix: str) -> str:
     digest = hashlib.sha256(encoded).hexdigest()
     prefix = _UNREADABLE.sub("_", run_id[: _PREFIX_CHARS * 2].lower()).strip("_")[:_PREFIX_CHARS]
-    return f"{prefix or 'run'}.{digest}{SUFFIX}"
+    return f"{prefix or 'run'}.{digest}{suffix}"

@@ -1,29 +1,125 @@
-"""Shared by the durable stores: encoding one record, and assembling decoded records into a log.
+"""Shared by the stores: which records a log holds at most once, and assembling a read log.
 
 Both durable stores keep every record as the one-line tagged JSON of
 :func:`polyloop.serialization.dumps_log_record`, so a run log reads back through the strict
 decoder whichever store holds it.
+
+A log holds at most one ``RunStarted``, one ``RunFinished``, one intent per (kind, result_id),
+one ``ModelCallResult`` per result_id and one ``StepCompleted`` per step index. The loop never
+writes a second one (a replay does not write its intent again), so a store refuses it on write
+(:func:`duplicate_error`) and a reader refuses a log that holds one (:class:`LogBuilder`):
+duplicates are never dropped, merged or kept.
 """
 
 from __future__ import annotations
 
-from polyloop.errors import CorruptLogError
+from collections.abc import Iterable
+
+from polyloop.errors import CorruptLogError, DuplicateRecordError, RunAlreadyStartedError
 from polyloop.ports import RunLog
 from polyloop.serialization import LogRecord
 from polyloop.types import Intent, ModelCallResult, RunFinished, RunStarted, StepCompleted
 
-__all__ = ["LogBuilder"]
+__all__ = ["KeySet", "LogBuilder", "RecordKey", "describe_key", "duplicate_error", "record_key"]
+
+#: What a log holds at most once of: ``("intent", kind, result_id)``, ``("result",
+#: result_id)``, ``("step", step_idx)``, ``("run_started",)`` or ``("run_finished",)``.
+RecordKey = tuple[str | int, ...]
+
+
+_STARTED: RecordKey = ("run_started",)
+_FINISHED: RecordKey = ("run_finished",)
+
+
+def record_key(record: LogRecord) -> RecordKey:
+    """The key under which ``record``'s run may hold it only once.
+
+    Called for every record read: an intent's kind stays the enum member (a ``StrEnum``, which
+    hashes and compares as its string value) rather than paying for ``.value``.
+    """
+    if isinstance(record, Intent):
+        return ("intent", record.kind, record.result_id)
+    if isinstance(record, ModelCallResult):
+        return ("result", record.result_id)
+    if isinstance(record, StepCompleted):
+        return ("step", record.step.step_idx)
+    return _STARTED if isinstance(record, RunStarted) else _FINISHED
+
+
+class KeySet:
+    """The keys of one run's records, kept by a store for as long as it writes the run.
+
+    Stored as buckets of each key's last part (a result_id or a step index the records already
+    hold), so a long run costs a set slot per record rather than a tuple per record.
+    """
+
+    __slots__ = ("_buckets",)
+
+    def __init__(self, keys: Iterable[RecordKey] = ()) -> None:
+        self._buckets: dict[RecordKey, set[str | int]] = {}
+        for key in keys:
+            self.add(key)
+
+    def __contains__(self, key: RecordKey) -> bool:
+        bucket = self._buckets.get(key[:-1])
+        return bucket is not None and key[-1] in bucket
+
+    def add(self, key: RecordKey) -> None:
+        bucket = self._buckets.get(key[:-1])
+        if bucket is None:
+            bucket = self._buckets[key[:-1]] = set()
+        bucket.add(key[-1])
+
+
+def describe_key(key: RecordKey) -> str:
+    """``"model_call intent with result_id 'model-3'"``, ``"StepCompleted of step 3"``, ..."""
+    if key[0] == "intent":
+        return f"{key[1]} intent with result_id {key[2]!r}"
+    if key[0] == "result":
+        return f"ModelCallResult with result_id {key[1]!r}"
+    if key[0] == "step":
+        return f"StepCompleted of step {key[1]}"
+    return "RunStarted" if key[0] == "run_started" else "RunFinished"
+
+
+def duplicate_error(run_id: str, key: RecordKey, where: str) -> DuplicateRecordError:
+    """The refusal of a second record under ``key`` (``where``: the storage, for the message)."""
+    what = describe_key(key)
+    if key[0] == "run_started":
+        return RunAlreadyStartedError(
+            f"Run {run_id!r} already has a RunStarted record in {where}; a run is started once. "
+            "Use resume() to continue it, or pick a new run_id."
+        )
+    if key[0] == "run_finished":
+        return RunAlreadyStartedError(
+            f"Run {run_id!r} already has a RunFinished record in {where}; its recorded result "
+            "stands and cannot be replaced."
+        )
+    return DuplicateRecordError(
+        f"Run {run_id!r} already has a {what} in {where}; the store refuses a second one and "
+        "stored nothing. The loop never writes one: something else drives this run; check it "
+        "with `polyloop verify`."
+    )
 
 
 class LogBuilder:
     """Collects the decoded records of one run, in storage order, into a :class:`RunLog`.
 
     Refuses (with :class:`CorruptLogError`) what no store would ever write: a record of another
-    run_id, and a second ``RunStarted`` or ``RunFinished``. ``where`` names the storage (file,
-    database) in those messages.
+    run_id, and a second record of a key (:func:`record_key`). ``where`` names the storage
+    (file, database) in those messages, and each refusal names the stored position.
     """
 
-    __slots__ = ("_finished", "_intents", "_results", "_run_id", "_started", "_steps", "_where")
+    __slots__ = (
+        "_finished",
+        "_intents",
+        "_results",
+        "_run_id",
+        "_seen",
+        "_started",
+        "_steps",
+        "_where",
+    )
 
     def __init__(self, run_id: str, where: str) -> None:
         self._run_id = run_id
@@ -33,6 +129,13 @@ class LogBuilder:
         self._results: list[ModelCallResult] = []
         self._steps: list[StepCompleted] = []
         self._finished: RunFinished | None = None
+        #: Every key added so far, with the number of the unit it was found at.
+        self._seen: dict[RecordKey, int] = {}
+
+    @property
+    def keys(self) -> frozenset[RecordKey]:
+        """The keys of the records added so far."""
+        return frozenset(self._seen)
 
     def add(self, record: LogRecord, unit: str, number: int) -> None:
         """Add the record found at ``unit`` ``number`` (e.g. ``"line"``, 7) of the storage."""
@@ -42,26 +145,26 @@ class LogBuilder:
                 f"only records of run {self._run_id!r} belong. The storage was edited or copied "
                 "by hand; restore it from a backup or move the foreign record out."
             )
-        if isinstance(record, Intent):
-            self._intents.append(record)
-        elif isinstance(record, ModelCallResult):
-            self._results.append(record)
-        elif isinstance(record, StepCompleted):
-            self._steps.append(record)
-        elif isinstance(record, RunStarted):
-            if self._started is not None:
-                raise self._duplicate("RunStarted", f"{unit} {number}")
-            self._started = record
+        key = record_key(record)
+        seen = self._seen
+        if key in seen:
+            raise CorruptLogError(
+                f"{self._where}, {unit} {number}: a second {describe_key(key)} for run "
+                f"{self._run_id!r} (the first is at {unit} {seen[key]}); the store never writes "
+                "one, so two drivers or a hand edit wrote it. Inspect the log before resuming."
+            )
+        seen[key] = number
+        tag = key[0]
+        if tag == "intent":
+            self._intents.append(record)  # type: ignore[arg-type]
+        elif tag == "result":
+            self._results.append(record)  # type: ignore[arg-type]
+        elif tag == "step":
+            self._steps.append(record)  # type: ignore[arg-type]
+        elif tag == "run_started":
+            self._started = record  # type: ignore[assignment]
         else:
-            if self._finished is not None:
-                raise self._duplicate("RunFinished", f"{unit} {number}")
-            self._finished = record
-
-    def _duplicate(self, kind: str, position: str) -> CorruptLogError:
-        return CorruptLogError(
-            f"{self._where}, {position}: a second {kind} for run {self._run_id!r}; the store "
-            "never writes two, so the storage was altered. Inspect it before resuming."
-        )
+            self._finished = record  # type: ignore[assignment]
 
     def build(self) -> RunLog:
         """The log, or ``RunLog()`` when no record was added."""

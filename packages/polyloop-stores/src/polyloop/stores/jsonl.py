@@ -10,9 +10,18 @@ durability follows from syncing every write before the next one of the same run 
 - Only the last line of a file can be torn by a crash; it is ignored on read and cut off before
   the next append. A bad line anywhere else raises :class:`~polyloop.errors.CorruptLogError`
   naming the file and line.
-- Every write holds an exclusive ``flock`` on the file, and decides under it whether a
-  ``RunStarted`` or ``RunFinished`` is already there: of two processes racing to start one run,
-  exactly one succeeds and the other gets :class:`~polyloop.errors.RunAlreadyStartedError`.
+- A log holds each record at most once (one ``RunStarted``, one intent per kind and result_id,
+  one result per result_id, one step per index, one ``RunFinished``); a second one is refused
+  (:class:`~polyloop.errors.DuplicateRecordError`, ``RunAlreadyStartedError`` for the head and
+  tail), never dropped or kept.
+- Run leases (:class:`polyloop.ports.RunLeasing`) are POSIX record locks on one small file per
+  run in ``<directory>/.leases/`` (see :mod:`polyloop.stores._leases`): freed by the kernel when
+  the holder dies, never inherited by a forked child.
+- A write of a run whose lease this store object holds trusts the view of the file it keeps
+  (size, keys), primed by the read that follows taking the lease: nobody else may write a
+  leased run. Any other write holds an exclusive ``flock`` on the file and looks again under
+  it whenever the file changed, so of two processes racing to start one run, exactly one
+  succeeds and the other gets :class:`~polyloop.errors.RunAlreadyStartedError`.
 - File I/O runs on a pool of worker threads, never on the event loop. Writes of one run are
   serialized; writes of different runs sync in parallel, so concurrent runs overlap their syncs.
   A caller on an otherwise idle event loop waits for its thread on a lock for up to
@@ -25,26 +34,29 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import fcntl
 import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from enum import Enum
+from dataclasses import dataclass
 from types import TracebackType
 from typing import TypeVar
 
-from polyloop.errors import (
-    ConfigurationError,
-    CorruptLogError,
-    RunAlreadyStartedError,
-    StoreError,
-)
-from polyloop.ports import RunLog
+from polyloop.errors import ConfigurationError, CorruptLogError, StoreError
+from polyloop.ports import LeaseHolder, RunLog
 from polyloop.serialization import LogRecord, dumps_log_record
-from polyloop.stores._jsonl_format import first_run_id, parse_log, scan_tail
+from polyloop.stores._files import read_all, write_all
+from polyloop.stores._jsonl_format import first_run_id, parse_file, scan_tail
+from polyloop.stores._leases import FileLease, FileLeases
 from polyloop.stores._naming import SUFFIX, file_name_for
+from polyloop.stores._records import (
+    KeySet,
+    RecordKey,
+    describe_key,
+    duplicate_error,
+    record_key,
+)
 from polyloop.stores._threads import DEFAULT_IDLE_WAIT_SECONDS, WorkerPool, check_idle_wait
 from polyloop.types import Intent, ModelCallResult, RunFinished, RunStarted, StepCompleted
 
@@ -63,35 +75,41 @@ def _storable(run_id: str) -> bool:
     return True
 
 
-class _Kind(Enum):
-    STARTED = "RunStarted"
-    FINISHED = "RunFinished"
-    OTHER = "record"
+#: The subdirectory of the store directory holding the run lease files.
+LEASE_DIRECTORY = ".leases"
+_FINISHED: RecordKey = ("run_finished",)
+
+
+@dataclass(frozen=True, slots=True)
+class _Parsed:
+    """A file as read: its log, the end of its good part, its keys and its size."""
+
+    log: RunLog
+    valid_end: int
+    keys: frozenset[RecordKey]
+    size: int
 
 
 class _RunFile:
     """This process's view of one run's file. Guarded by ``lock``; the flock guards the file."""
 
-    __slots__ = ("fd", "finished", "lock", "path", "size", "started")
+    __slots__ = ("fd", "keys", "lock", "path", "size", "torn")
 
     def __init__(self, path: str) -> None:
         self.path = path
         self.lock = threading.Lock()
         self.fd: int | None = None
-        #: Size of the file as this process last left it; -1 forces a rescan.
+        #: Where the next line goes (the end of the file's good part); -1: unknown, look again.
         self.size = -1
-        self.started = False
-        self.finished = False
+        #: The keys of the records the file holds up to ``size``.
+        self.keys = KeySet()
+        #: Bytes after ``size`` are a torn write, to cut off before the next line.
+        self.torn = False
 
-
-def _write_all(fd: int, data: bytes, offset: int) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.pwrite(fd, view, offset)
-        if written == 0:  # pragma: no cover - pwrite reports a full disk as ENOSPC instead
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-        view = view[written:]
-        offset += written
+    def forget_view(self) -> None:
+        self.size = -1
+        self.keys = KeySet()
+        self.torn = False
 
 
 def _sync_directory(path: str) -> None:
@@ -100,17 +118,6 @@ def _sync_directory(path: str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-def _read_all(fd: int) -> bytes:
-    chunks: list[bytes] = []
-    offset = 0
-    while True:
-        chunk = os.pread(fd, 1 << 20, offset)
-        if not chunk:
-            return b"".join(chunks)
-        chunks.append(chunk)
-        offset += len(chunk)
 
 
 class JsonlRunStore:
@@ -146,6 +153,7 @@ class JsonlRunStore:
         self._lock = threading.Lock()
         self._files: OrderedDict[str, _RunFile] = OrderedDict()
         self._directory_ready = False
+        self._leases = FileLeases(os.path.join(self._directory, LEASE_DIRECTORY), self._workers)
 
     # -- public surface ------------------------------------------------------------------
 
@@ -163,26 +171,39 @@ class JsonlRunStore:
         return os.path.join(self._directory, file_name_for(run_id))
 
     async def write_run_started(self, record: RunStarted) -> None:
-        await self._append(record, _Kind.STARTED)
+        await self._append(record)
 
     async def write_intent(self, record: Intent) -> None:
-        await self._append(record, _Kind.OTHER)
+        await self._append(record)
 
     async def write_model_call_result(self, record: ModelCallResult) -> None:
-        await self._append(record, _Kind.OTHER)
+        await self._append(record)
 
     async def write_step_completed(self, record: StepCompleted) -> None:
         # One line holds the action result and the step record: atomic by construction.
-        await self._append(record, _Kind.OTHER)
+        await self._append(record)
 
     async def write_run_finished(self, record: RunFinished) -> None:
-        await self._append(record, _Kind.FINISHED)
+        await self._append(record)
 
     async def read_log(self, run_id: str) -> RunLog:
         if not _storable(run_id):
             return RunLog()  # such a run_id can never have been written
         path = self.path_for(run_id)
         return await self._submit(self._read, run_id, path)
+
+    async def acquire_run_lease(self, run_id: str) -> FileLease:
+        """Take the lease of ``run_id`` now, or raise ``RunLeaseHeldError`` naming its holder.
+
+        Held until released or until this store is closed; the kernel frees it when this
+        process dies. The first read of the run after taking it primes this store object's
+        view of the file, so the driver's writes skip the per-write ``flock`` and size check.
+        """
+        return await self._submit(self._take_lease, run_id)
+
+    async def run_lease_holder(self, run_id: str) -> LeaseHolder | None:
+        """Who holds the lease of ``run_id`` now (in any process), or ``None``; takes nothing."""
+        return await self._submit(self._leases.look, run_id)
 
     async def run_ids(self) -> tuple[str, ...]:
         """Every run_id with at least one complete record, in file-name order.
@@ -193,13 +214,15 @@ class JsonlRunStore:
         return await self._submit(self._run_ids)
 
     def close(self) -> None:
-        """Wait for writes in flight, then close every file. Blocks; from async code use
-        ``async with`` (or ``await asyncio.to_thread(store.close)``)."""
+        """Wait for writes in flight, then close every file and give back every lease this
+        store object holds. Blocks; from async code use ``async with`` (or
+        ``await asyncio.to_thread(store.close)``)."""
         self._workers.close()
         with self._lock:
             for state in self._files.values():
                 self._close_file(state)
             self._files.clear()
+        self._leases.close()
 
     async def __aenter__(self) -> JsonlRunStore:
         return self
@@ -217,10 +240,20 @@ class JsonlRunStore:
     async def _submit(self, function: Callable[..., T], *args: object) -> T:
         return await self._workers.run(function, *args)
 
-    async def _append(self, record: LogRecord, kind: _Kind) -> None:
+    async def _append(self, record: LogRecord) -> None:
         path = self.path_for(record.run_id)  # refuses a run_id that is not valid Unicode
         line = (dumps_log_record(record) + "\n").encode("utf-8")
-        await self._submit(self._write, record.run_id, path, line, kind)
+        await self._submit(self._write, record.run_id, path, line, record_key(record))
+
+    def _take_lease(self, run_id: str) -> FileLease:
+        # Whatever this object saw of the file before is stale: another driver may have
+        # written since. Forgotten first, so no write can trust it once the lease is held.
+        with self._lock:
+            state = self._files.get(run_id)
+        if state is not None:
+            with state.lock:
+                state.forget_view()
+        return self._leases.take(run_id)
 
     def _state(self, run_id: str, path: str) -> _RunFile:
         with self._lock:
@@ -239,27 +272,42 @@ class JsonlRunStore:
 
     @staticmethod
     def _close_file(state: _RunFile) -> None:
+        state.forget_view()
+        JsonlRunStore._close_descriptor(state)
+
+    @staticmethod
+    def _close_descriptor(state: _RunFile) -> None:
         if state.fd is not None:
             fd, state.fd = state.fd, None
             os.close(fd)
 
     def _evict(self) -> None:
-        """Close the least recently used files beyond ``max_open_files``."""
+        """Close the least recently used files beyond ``max_open_files``.
+
+        A run whose lease this object holds keeps its view of the file (nobody else may write
+        it), so its next write reopens the file without reading it again; views nobody can
+        use any more (closed, and no lease) are dropped.
+        """
         if len(self._files) <= self._max_open:
             return
         with self._lock:
-            victims = [
-                (run_id, state)
-                for run_id, state in self._files.items()
-                if state.fd is not None and not state.lock.locked()
-            ]
+            candidates = [(r, s) for r, s in self._files.items() if not s.lock.locked()]
             excess = sum(1 for s in self._files.values() if s.fd is not None) - self._max_open
-        for run_id, state in victims[: max(excess, 0)]:
-            if state.lock.acquire(blocking=False):
-                try:
+        for run_id, state in candidates:
+            if state.fd is not None and excess <= 0:
+                continue
+            if not state.lock.acquire(blocking=False):
+                continue
+            try:
+                if self._leases.holds(run_id):
+                    if state.fd is not None:
+                        self._close_descriptor(state)
+                        excess -= 1
+                else:
+                    excess -= state.fd is not None
                     self._forget(run_id, state)
-                finally:
-                    state.lock.release()
+            finally:
+                state.lock.release()
 
     def _prepare_directory(self) -> None:
         if self._directory_ready:
@@ -280,68 +328,68 @@ class JsonlRunStore:
                 os.close(fd)
                 raise
             state.fd = fd
-            state.size = -1
         return state.fd
 
-    def _write(self, run_id: str, path: str, line: bytes, kind: _Kind) -> None:
+    def _write(self, run_id: str, path: str, line: bytes, key: RecordKey) -> None:
         state = self._state(run_id, path)
         with state.lock:
             try:
-                self._write_locked(run_id, state, line, kind)
+                fd = self._open(state)
+                if state.size >= 0 and self._leases.holds(run_id):
+                    self._append_line(run_id, state, fd, line, key)
+                else:
+                    self._write_locked(run_id, state, fd, line, key)
             except OSError as error:
                 self._forget(run_id, state)
                 raise StoreError(
-                    f"Writing a {kind.value} of run {run_id!r} to {path} failed: "
+                    f"Writing a {describe_key(key)} of run {run_id!r} to {path} failed: "
                     f"{error.strerror or error} (errno {error.errno}). The record is NOT stored; "
                     "earlier acknowledged records are intact. Fix the disk (free space, "
                     "permissions) and resume the run."
                 ) from error
-            if kind is _Kind.FINISHED:
+            if key == _FINISHED:
                 self._forget(run_id, state)
         self._evict()
 
-    def _write_locked(self, run_id: str, state: _RunFile, line: bytes, kind: _Kind) -> None:
-        fd = self._open(state)
+    def _write_locked(
+        self, run_id: str, state: _RunFile, fd: int, line: bytes, key: RecordKey
+    ) -> None:
+        """A write without the lease: under an exclusive ``flock``, after looking again."""
         fcntl.flock(fd, fcntl.LOCK_EX)
-        offset: int | None = None
         try:
             size = os.fstat(fd).st_size
             if size != state.size:
                 # Another process appended, or this is the first write here: look again.
-                tail = scan_tail(_read_all(fd))
+                tail = scan_tail(read_all(fd))
+                state.forget_view()
                 if tail.valid_end < size:
                     os.ftruncate(fd, tail.valid_end)
-                state.size = tail.valid_end
-                state.started = tail.has_started
-                state.finished = tail.has_finished
-            if kind is _Kind.STARTED and state.started:
-                raise RunAlreadyStartedError(
-                    f"Run {run_id!r} already has a RunStarted record in {state.path}; a run is "
-                    "started once. Use resume() to continue it, or pick a new run_id."
-                )
-            if kind is _Kind.FINISHED and state.finished:
-                raise RunAlreadyStartedError(
-                    f"Run {run_id!r} already has a RunFinished record in {state.path}; its "
-                    "recorded result stands and cannot be replaced."
-                )
-            offset = state.size
-            state.size = -1  # until the line is durable, the cached view is not trusted
-            _write_all(fd, line, offset)
-            _sync_data(fd)
-            state.size = offset + len(line)
-            if kind is _Kind.STARTED:
-                state.started = True
-            elif kind is _Kind.FINISHED:
-                state.finished = True
-        except OSError:
-            # Leave no partial line behind for readers; if even this fails, the torn tail is
-            # cut off by the next write, which rescans because state.size is -1.
-            if offset is not None and state.size == -1:
-                with contextlib.suppress(OSError):
-                    os.ftruncate(fd, offset)
-            raise
+                state.size, state.keys = tail.valid_end, KeySet(tail.keys)
+            self._append_line(run_id, state, fd, line, key)
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
+
+    @staticmethod
+    def _append_line(run_id: str, state: _RunFile, fd: int, line: bytes, key: RecordKey) -> None:
+        """Refuse a duplicate, else write ``line`` at the end of the good part and sync it."""
+        if key in state.keys:
+            raise duplicate_error(run_id, key, state.path)
+        offset = state.size
+        state.size = -1  # until the line is durable, the cached view is not trusted
+        try:
+            if state.torn:
+                os.ftruncate(fd, offset)
+                state.torn = False
+            write_all(fd, line, offset)
+            _sync_data(fd)
+        except OSError:
+            # Leave no partial line behind for readers; if even this fails, the torn tail is
+            # cut off by the next write, which looks again because the size is unknown.
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, offset)
+            raise
+        state.size = offset + len(line)
+        state.keys.add(key)
 
     def _run_ids(self) -> tuple[str, ...]:
         try:
@@ -377,10 +425,22 @@ class JsonlRunStore:
         return tuple(found)
 
     def _read(self, run_id: str, path: str) -> RunLog:
+        if not self._leases.holds(run_id):
+            return self._parse(run_id, path).log
+        # The driver reads right after taking the lease: what it reads is what it appends to.
+        state = self._state(run_id, path)
+        with state.lock:
+            parsed = self._parse(run_id, path)
+            if state.size < 0:
+                state.size, state.keys = parsed.valid_end, KeySet(parsed.keys)
+                state.torn = parsed.size > parsed.valid_end
+            return parsed.log
+
+    def _parse(self, run_id: str, path: str) -> _Parsed:
         try:
             fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         except FileNotFoundError:
-            return RunLog()
+            return _Parsed(RunLog(), 0, frozenset(), 0)
         except OSError as error:
             raise StoreError(
                 f"Cannot open the log of run {run_id!r} at {path}: {error.strerror or error}. "
@@ -388,7 +448,7 @@ class JsonlRunStore:
             ) from error
         try:
             fcntl.flock(fd, fcntl.LOCK_SH)
-            data = _read_all(fd)
+            data = read_all(fd)
         except OSError as error:
             raise StoreError(
                 f"Reading the log of run {run_id!r} at {path} failed: {error.strerror or error}. "
@@ -396,4 +456,5 @@ class JsonlRunStore:
             ) from error
         finally:
             os.close(fd)
-        return parse_log(data, run_id, path)
+        parsed = parse_file(data, run_id, path)
+        return _Parsed(parsed.log, parsed.valid_end, parsed.keys, len(data))

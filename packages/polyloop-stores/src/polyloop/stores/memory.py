@@ -3,19 +3,29 @@
 Nothing survives the process. Records are immutable values (frozen dataclasses whose mappings
 are private read-only copies), so the store keeps the objects it is given and hands the same
 objects back: there is nothing a caller could mutate through them.
+
+Its storage is the store object, so run leases (:class:`polyloop.ports.RunLeasing`) are per
+object: at most one holder of a run's lease across every task and thread using the object. A
+child forked from the process holds none of them.
 """
 
 from __future__ import annotations
 
+import os
 import threading
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from polyloop.errors import RunAlreadyStartedError
-from polyloop.ports import RunLog
+from polyloop.errors import RunLeaseHeldError
+from polyloop.ports import LeaseHolder, RunLog
+from polyloop.serialization import LogRecord
+from polyloop.stores._records import KeySet, duplicate_error, record_key
 from polyloop.types import Intent, ModelCallResult, RunFinished, RunStarted, StepCompleted
 
 __all__ = ["MemoryRunStore"]
+
+_WHERE = "this MemoryRunStore"
 
 
 @dataclass(slots=True)
@@ -25,16 +35,40 @@ class _Log:
     model_results: list[ModelCallResult] = field(default_factory=list)
     steps: list[StepCompleted] = field(default_factory=list)
     finished: RunFinished | None = None
+    #: The keys of every record above: a log holds each at most once.
+    keys: KeySet = field(default_factory=KeySet)
+
+
+class _MemoryLease:
+    """A run's lease on one :class:`MemoryRunStore`."""
+
+    __slots__ = ("_released", "_run_id", "_store")
+
+    def __init__(self, store: MemoryRunStore, run_id: str) -> None:
+        self._store = store
+        self._run_id = run_id
+        self._released = False
+
+    @property
+    def run_id(self) -> str:
+        return self._run_id
+
+    async def release(self) -> None:
+        if not self._released:
+            self._released = True
+            self._store._give_back(self)
 
 
 class MemoryRunStore:
     """Run logs of many runs in a dict keyed by run_id. Safe across tasks and threads."""
 
-    __slots__ = ("_lock", "_logs")
+    __slots__ = ("__weakref__", "_leases", "_lock", "_logs")
 
     def __init__(self) -> None:
         self._logs: dict[str, _Log] = {}
         self._lock = threading.Lock()
+        self._leases: dict[str, tuple[_MemoryLease, LeaseHolder]] = {}
+        _stores.add(self)
 
     def _log(self, run_id: str) -> _Log:
         log = self._logs.get(run_id)
@@ -42,36 +76,41 @@ class MemoryRunStore:
             log = self._logs[run_id] = _Log()
         return log
 
+    def _add(self, record: LogRecord, log: _Log) -> None:
+        """Count ``record`` in ``log`` (the caller holds the lock), refusing a second one."""
+        key = record_key(record)
+        if key in log.keys:
+            raise duplicate_error(record.run_id, key, _WHERE)
+        log.keys.add(key)
+
     async def write_run_started(self, record: RunStarted) -> None:
         with self._lock:
             log = self._log(record.run_id)
-            if log.started is not None:
-                raise RunAlreadyStartedError(
-                    f"Run {record.run_id!r} already has a RunStarted record; a run is started "
-                    "once. Use resume() to continue it, or pick a new run_id."
-                )
+            self._add(record, log)
             log.started = record
 
     async def write_intent(self, record: Intent) -> None:
         with self._lock:
-            self._log(record.run_id).intents.append(record)
+            log = self._log(record.run_id)
+            self._add(record, log)
+            log.intents.append(record)
 
     async def write_model_call_result(self, record: ModelCallResult) -> None:
         with self._lock:
-            self._log(record.run_id).model_results.append(record)
+            log = self._log(record.run_id)
+            self._add(record, log)
+            log.model_results.append(record)
 
     async def write_step_completed(self, record: StepCompleted) -> None:
         with self._lock:
-            self._log(record.run_id).steps.append(record)
+            log = self._log(record.run_id)
+            self._add(record, log)
+            log.steps.append(record)
 
     async def write_run_finished(self, record: RunFinished) -> None:
         with self._lock:
             log = self._log(record.run_id)
-            if log.finished is not None:
-                raise RunAlreadyStartedError(
-                    f"Run {record.run_id!r} already has a RunFinished record; a finished run "
-                    "cannot be finished again (its recorded result stands)."
-                )
+            self._add(record, log)
             log.finished = record
 
     async def read_log(self, run_id: str) -> RunLog:
@@ -92,5 +131,43 @@ class MemoryRunStore:
         with self._lock:
             return tuple(self._logs)
 
+    async def acquire_run_lease(self, run_id: str) -> _MemoryLease:
+        """Take the lease of ``run_id`` on this store object, or raise ``RunLeaseHeldError``."""
+        with self._lock:
+            held = self._leases.get(run_id)
+            if held is not None:
+                raise RunLeaseHeldError.held_by(run_id, held[1])
+            lease = _MemoryLease(self, run_id)
+            self._leases[run_id] = (lease, LeaseHolder.of_this_process())
+            return lease
+
+    async def run_lease_holder(self, run_id: str) -> LeaseHolder | None:
+        """Who holds the lease of ``run_id`` on this store object, or ``None``."""
+        with self._lock:
+            held = self._leases.get(run_id)
+            return None if held is None else held[1]
+
+    def _give_back(self, lease: _MemoryLease) -> None:
+        with self._lock:
+            held = self._leases.get(lease.run_id)
+            if held is not None and held[0] is lease:
+                del self._leases[lease.run_id]
+
+    def _forget_leases(self) -> None:
+        self._lock = threading.Lock()  # another thread may have held it at the fork
+        self._leases.clear()
+
     def parameters(self) -> Mapping[str, str]:
         return {"kind": "memory"}
+
+
+#: Every memory store alive, so a forked child can drop the leases it copied from its parent.
+_stores: weakref.WeakSet[MemoryRunStore] = weakref.WeakSet()
+
+
+def _forget_parent_leases() -> None:
+    for store in list(_stores):
+        store._forget_leases()
+
+
+os.register_at_fork(after_in_child=_forget_parent_leases)

@@ -10,8 +10,15 @@ writes before it are durable (prefix durability: a run awaits each write before 
 Reads use their own thread and connection (WAL lets them run beside the writer) and see
 committed rows only. Several processes may share one file: SQLite's locks order their
 transactions and ``busy_timeout_ms`` bounds how long one waits for another. The database
-refuses a second ``RunStarted`` or ``RunFinished`` of a run (partial unique indexes), which
-decides races between processes.
+refuses a second ``RunStarted`` or ``RunFinished`` of a run, and a second record of one key
+(intent of a kind and result_id, result of a result_id, step of an index) through partial
+unique indexes: that decides races between processes, and nothing is stored twice.
+
+Run leases (:class:`polyloop.ports.RunLeasing`) are POSIX record locks on one small file per
+run in the directory ``<path>-leases`` beside the database (see
+:mod:`polyloop.stores._leases`): freed by the kernel when the holder dies, never inherited by a
+forked child. Every read is a fresh read transaction, so a driver that took the lease sees
+every write committed before, by any process.
 
 Nothing here runs on the event loop: connecting, writing and reading all happen on the
 store's threads.
@@ -28,12 +35,13 @@ from collections.abc import Mapping
 from types import TracebackType
 
 from polyloop.errors import ConfigurationError, CorruptLogError, SerializationError, StoreError
-from polyloop.ports import RunLog
+from polyloop.ports import LeaseHolder, RunLog
 from polyloop.serialization import LogRecord, dumps_log_record, log_record_tag
 from polyloop.stores._decoding import decode_log_record
 from polyloop.stores._group_commit import GroupCommitWriter
-from polyloop.stores._records import LogBuilder
-from polyloop.stores._sqlite_schema import check_schema, connect, create_schema
+from polyloop.stores._leases import FileLease, FileLeases
+from polyloop.stores._records import LogBuilder, record_key
+from polyloop.stores._sqlite_schema import check_schema, connect, create_schema, key_text
 from polyloop.stores._threads import DEFAULT_IDLE_WAIT_SECONDS, WorkerPool, check_idle_wait
 from polyloop.types import Intent, ModelCallResult, RunFinished, RunStarted, StepCompleted
 
@@ -42,6 +50,8 @@ __all__ = ["SqliteRunStore"]
 #: ``synchronous`` levels that keep a WAL commit durable when it returns.
 _DURABLE_LEVELS = frozenset({"FULL", "EXTRA"})
 _SELECT = "SELECT seq, body FROM run_records WHERE run_id = ? ORDER BY seq"
+#: Appended to the database path: the directory holding the run lease files.
+LEASE_DIRECTORY_SUFFIX = "-leases"
 _RUN_IDS = "SELECT run_id FROM run_records GROUP BY run_id ORDER BY MIN(seq)"
 
 
@@ -97,6 +107,8 @@ class SqliteRunStore:
         self._readers = WorkerPool(name, 1, idle_wait=idle_wait)
         self._reader: sqlite3.Connection | None = None
         self._reader_lock = threading.Lock()
+        self._leasing = WorkerPool(f"{name} leases", 2, idle_wait=idle_wait)
+        self._leases = FileLeases(self._path + LEASE_DIRECTORY_SUFFIX, self._leasing)
 
     # -- public surface ------------------------------------------------------------------
 
@@ -134,6 +146,18 @@ class SqliteRunStore:
             return RunLog()  # such a run_id can never have been written
         return await self._readers.run(self._read, run_id)
 
+    async def acquire_run_lease(self, run_id: str) -> FileLease:
+        """Take the lease of ``run_id`` now, or raise ``RunLeaseHeldError`` naming its holder.
+
+        Held until released or until this store is closed; the kernel frees it when this
+        process dies. Creates ``<path>-leases`` if needed, never the database.
+        """
+        return await self._leasing.run(self._leases.take, run_id)
+
+    async def run_lease_holder(self, run_id: str) -> LeaseHolder | None:
+        """Who holds the lease of ``run_id`` now (in any process), or ``None``; takes nothing."""
+        return await self._leasing.run(self._leases.look, run_id)
+
     async def run_ids(self) -> tuple[str, ...]:
         """Every run_id with at least one record, in order of its first record."""
         return await self._readers.run(self._run_ids)
@@ -143,14 +167,17 @@ class SqliteRunStore:
         await self._writer.open()
 
     def close(self) -> None:
-        """Commit writes in flight, then close the connections. Blocks; from async code use
-        ``async with`` (or ``await asyncio.to_thread(store.close)``)."""
+        """Commit writes in flight, then close the connections and give back every lease
+        this store object holds. Blocks; from async code use ``async with`` (or
+        ``await asyncio.to_thread(store.close)``)."""
         self._writer.close()
         self._readers.close()
         with self._reader_lock:
             if self._reader is not None:
                 self._reader.close()
                 self._reader = None
+        self._leasing.close()
+        self._leases.close()
 
     async def __aenter__(self) -> SqliteRunStore:
         await self.open()
@@ -172,7 +199,10 @@ class SqliteRunStore:
                 f"run_id {record.run_id!r} is not valid Unicode text (it holds a lone surrogate) "
                 "and cannot be stored; use a run_id made of ordinary characters."
             )
-        await self._writer.write(record.run_id, log_record_tag(record), dumps_log_record(record))
+        key = record_key(record)
+        await self._writer.write(
+            record.run_id, log_record_tag(record), dumps_log_record(record), key, key_text(key)
+        )
 
     def _open_writer(self) -> sqlite3.Connection:
         parent = os.path.dirname(self._path)
