@@ -141,6 +141,8 @@ def polyloop_store_child_opener(
     def opener(store: RunStore) -> Callable[[], RunStore]:
         if isinstance(store, JsonlRunStore):
             return functools.partial(JsonlRunStore, store.directory)
+        if isinstance(store, PostgresRunStore):
+            return functools.partial(PostgresRunStore, _postgres_url(), schema=store.schema)
         assert isinstance(store, SqliteRunStore)
         return functools.partial(SqliteRunStore, store.path)
 
