@@ -12,6 +12,7 @@ Each episode's data says what its agent does (every key optional):
   ``"wrong_run_id"``, ``"other_store"``, ``"not_an_agent"``.
 - ``variant``: a string put into ``model_binding``, so changing it changes the snapshot.
 - ``model_fails``: every model call raises (the run stops with ``llm_error``).
+- ``calls``: a file where each model call appends a line (fsynced): what a pass called.
 """
 
 from __future__ import annotations
@@ -68,10 +69,12 @@ def read_lines(path: str) -> list[dict[str, Any]]:
 class EpisodeModel:
     """Scripted by call index (a resumed run sees the same script), optionally slow."""
 
-    def __init__(self, steps: int, sleep: float, fails: bool) -> None:
-        self.steps, self.sleep, self.fails = steps, sleep, fails
+    def __init__(self, steps: int, sleep: float, fails: bool, calls: str | None) -> None:
+        self.steps, self.sleep, self.fails, self.calls = steps, sleep, fails, calls
 
     async def call(self, call: ModelCall) -> ModelReply:
+        if self.calls:
+            append_line(self.calls, {"run_id": call.run_id, "k": call.call_index})
         if self.sleep:
             await asyncio.sleep(self.sleep)
         if self.fails:
@@ -116,7 +119,9 @@ def build(episode: Episode, store: RunStore) -> EpisodeAgent:
     data = episode.data
     steps = int(data.get("steps", 2))
     tools = _tools(episode)
-    model = EpisodeModel(steps, float(data.get("model_sleep", 0)), bool(data.get("model_fails")))
+    model = EpisodeModel(
+        steps, float(data.get("model_sleep", 0)), bool(data.get("model_fails")), data.get("calls")
+    )
     definition = AgentDefinition(model, LineDecisionParser(), store, NullEventSink(), SYNTHETIC)
     binding = {"variant": str(data["variant"])} if "variant" in data else {}
     request = RunRequest(

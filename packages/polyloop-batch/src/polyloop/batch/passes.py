@@ -160,8 +160,10 @@ class _Pass:
             self.busy -= counted
             self.in_flight.discard(task)
             self.wake()
-        report = dataclasses.replace(
-            report, attempts=work.attempts, wall_seconds=work.spent + report.wall_seconds
+        report = dataclasses.replace(  # a driver may count tries of its own (a lost worker)
+            report,
+            attempts=work.attempts - 1 + report.attempts,
+            wall_seconds=work.spent + report.wall_seconds,
         )
         if report.status is EpisodeStatus.SKIPPED and not work.final and not self.control.stopping:
             work.spent = report.wall_seconds
