@@ -88,6 +88,17 @@ def read_logs(store: Path, run_ids: Iterable[str]) -> dict[str, RunLog]:
     return asyncio.run(read())
 
 
+def assert_batch_error(result: Completed, code: int) -> str:
+    """The batch ended in one error line (after its progress lines): exit ``code``, no
+    traceback, the last stderr line the only error; returns its headline."""
+    assert result.code == code, (result.code, result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    errors = [line for line in lines if line.startswith("polyloop: error: ")]
+    assert [lines[-1]] == errors, result.stderr
+    return errors[0].removeprefix("polyloop: error: ").split(" Detail: ")[0]
+
+
 def python(code: str, env: Mapping[str, str]) -> str:
     completed = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env=dict(env), check=True

@@ -160,8 +160,8 @@ def batch(
     if not summary.complete:
         raise CliError(
             ExitCode.BATCH_INCOMPLETE,
-            f"{_incomplete(summary)}; the errors are in {results_path}; fix them and rerun the "
-            "same command to continue" + (f": {rerun}" if rerun else "."),
+            f"{_incomplete(summary)}; see {results_path}, then rerun the same command to "
+            "continue" + (f": {rerun}" if rerun else "."),
         )
 
 
@@ -176,13 +176,18 @@ def _load(spec: str) -> EpisodeFactory:
 
 def _incomplete(summary: BatchSummary) -> str:
     parts = []
-    for label, count in (
-        ("failed", summary.by_status.get("error", 0)),
-        ("were skipped (another driver held them)", summary.by_status.get("skipped", 0)),
-        ("were cancelled", summary.by_status.get("cancelled", 0)),
+    for status, one, many in (
+        ("error", "failed", "failed"),
+        (
+            "skipped",
+            "was skipped (another driver held it)",
+            "were skipped (other drivers held them)",
+        ),
+        ("cancelled", "was cancelled", "were cancelled"),
     ):
+        count = summary.by_status.get(status, 0)
         if count:
-            parts.append(f"{count} {'episode' if count == 1 else 'episodes'} {label}")
+            parts.append(f"1 episode {one}" if count == 1 else f"{count} episodes {many}")
     return "; ".join(parts) or "the batch is incomplete"
 
 
