@@ -34,6 +34,7 @@ from typing import Any
 import ray
 import ray.exceptions
 
+from polyloop.batch._placement import local_store_refusal
 from polyloop.batch.agents import load_factory
 from polyloop.batch.driving import LocalEpisodeDriver, describe_error, this_worker
 from polyloop.batch.episodes import Episode
@@ -246,6 +247,21 @@ async def _cancel(ref: Any) -> None:
         await asyncio.wait_for(asyncio.wrap_future(ref.future()), CANCEL_GRACE_SECONDS)
 
 
+def _check_reachable(address: str | None) -> None:
+    """Refuse at once a ``host:port`` where nothing listens (``ray.init`` would retry for
+    minutes); other forms (``auto``, ``ray://``) are left to Ray."""
+    host, colon, port = (address or "").rpartition(":")
+    if not colon or not port.isdigit() or not host or "/" in host:
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=10).close()
+    except OSError as error:
+        raise WorkerSetupError(
+            f"cannot connect to the Ray cluster at {address!r} ({error.strerror or error}); "
+            "start it with `ray start --head` or check the address."
+        ) from None
+
+
 def _nodes() -> list[dict[str, Any]]:
     nodes: list[dict[str, Any]] = ray.nodes()  # type: ignore[no-untyped-call]
     return nodes
@@ -257,15 +273,10 @@ def _cluster_resources() -> dict[str, float]:
 
 
 def _check_hosts(local_store_path: Path, shared_disk: bool) -> None:
-    here = socket.gethostname()
-    hosts = sorted({node["NodeManagerHostname"] for node in _nodes() if node.get("Alive")})
-    others = [host for host in hosts if host != here]
-    if others and not shared_disk:
-        raise WorkerSetupError(
-            f"the store {local_store_path} is a local file store, but Ray nodes run on other "
-            f"hosts ({', '.join(others[:3])}): their file locks cannot exclude across hosts; use a "
-            "postgresql:// store, or --shared-disk if all nodes share this disk."
-        )
+    hosts = [node["NodeManagerHostname"] for node in _nodes() if node.get("Alive")]
+    refusal = local_store_refusal(local_store_path, hosts, socket.gethostname(), shared_disk)
+    if refusal is not None:
+        raise WorkerSetupError(refusal)
 
 
 def _write_check(local_store_path: Path) -> DiskCheck:
@@ -279,7 +290,7 @@ async def _start_workers(
     count: int, factory: str, store: StoreOpener, check: DiskCheck | None, concurrency: int
 ) -> list[Any]:
     # ready/close run in a group of their own: they never queue behind episodes.
-    remote = ray.remote(concurrency_groups={"control": 2})(EpisodeWorker).options(
+    remote = ray.remote(concurrency_groups={"control": 2})(EpisodeWorker).options(  # type: ignore[call-overload]
         num_cpus=1,
         max_restarts=-1,
         max_task_retries=0,  # this driver sends a lost episode again, and the lease decides
@@ -347,6 +358,7 @@ async def run_batch_on_ray(
         raise ConfigurationError(f"concurrency must be an int >= 1, got {concurrency!r}.")
     connected_here = not ray.is_initialized()
     if connected_here:
+        _check_reachable(address)
         try:
             ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False)
         except Exception as error:
