@@ -59,10 +59,11 @@ def _session_members(session_id: int) -> list[int]:
 class RayCluster:
     address: str
     temp_dir: Path
+    python_paths: tuple[str, ...] = ()
     sessions: list[int] = field(default_factory=list)
 
     def environment(self) -> dict[str, str]:
-        return cluster_environment()
+        return cluster_environment(*self.python_paths)
 
     def stop(self) -> None:
         """Kill every process of the cluster's sessions (TERM, then KILL) and its files."""
@@ -79,10 +80,14 @@ class RayCluster:
         assert [] == left, f"Ray processes left running: {left}"
 
 
-def cluster_environment() -> dict[str, str]:
+def cluster_environment(*python_paths: str) -> dict[str, str]:
+    """This process's environment for the cluster: no usage stats, the repository (and
+    ``python_paths``) importable."""
     env = dict(os.environ)
     env["RAY_USAGE_STATS_ENABLED"] = "0"
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    env["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [str(ROOT), *python_paths, env.get("PYTHONPATH")])
+    )
     for name in ("RAY_ADDRESS", "PYTEST_CURRENT_TEST"):
         env.pop(name, None)
     return env
@@ -95,7 +100,7 @@ def _start(arguments: list[str], log: Path, cluster: RayCluster) -> None:
             stdin=subprocess.DEVNULL,
             stdout=output,
             stderr=subprocess.STDOUT,
-            env=cluster_environment(),
+            env=cluster.environment(),
             cwd=cluster.temp_dir,
             start_new_session=True,
         )
@@ -105,12 +110,13 @@ def _start(arguments: list[str], log: Path, cluster: RayCluster) -> None:
         raise RuntimeError(f"`ray start {' '.join(arguments)}` failed ({code}):\n{log.read_text()}")
 
 
-def start_cluster() -> RayCluster:
-    """A head on 127.0.0.2 and a second node on 127.0.0.3 (one CPU each); stop it after."""
+def start_cluster(*python_paths: str) -> RayCluster:
+    """A head on 127.0.0.2 and a second node on 127.0.0.3 (one CPU each), whose workers can
+    import the repository and ``python_paths``; stop it after."""
     # Short: Ray's Unix socket paths live under it.
     temp_dir = Path(tempfile.mkdtemp(prefix="plr-", dir="/tmp"))
     port = _free_port(HEAD_IP)
-    cluster = RayCluster(f"{HEAD_IP}:{port}", temp_dir)
+    cluster = RayCluster(f"{HEAD_IP}:{port}", temp_dir, python_paths)
     common = [
         "--num-cpus=1",
         "--disable-usage-stats",
