@@ -57,14 +57,14 @@ def load_factory(spec: str) -> EpisodeFactory:
     module_name, colon, attribute = spec.partition(":")
     if not colon or not module_name or not attribute:
         raise FactoryError(
-            f"--agent {spec!r} is not of the form module:factory (e.g. mybench.agent:build); "
+            f"factory {spec!r} is not of the form module:factory (e.g. mybench.agent:build); "
             "name the module to import and the callable in it."
         )
     try:
         target: object = importlib.import_module(module_name)
     except Exception as error:
         raise FactoryError(
-            f"cannot import module {module_name!r} of --agent {spec!r} "
+            f"cannot import module {module_name!r} of factory {spec!r} "
             f"({type(error).__name__}: {error}); install it or put its directory on PYTHONPATH."
         ) from None
     for part in attribute.split("."):
@@ -72,12 +72,12 @@ def load_factory(spec: str) -> EpisodeFactory:
             target = getattr(target, part)
         except AttributeError:
             raise FactoryError(
-                f"module {module_name!r} has no attribute {attribute!r} (--agent {spec!r}); "
+                f"module {module_name!r} has no attribute {attribute!r} (factory {spec!r}); "
                 "check the name after the colon."
             ) from None
     if not callable(target):
         raise FactoryError(
-            f"--agent {spec!r} names a {type(target).__name__}, not a callable; name the "
+            f"factory {spec!r} names a {type(target).__name__}, not a callable; name the "
             "function that builds an episode's agent."
         )
     return target

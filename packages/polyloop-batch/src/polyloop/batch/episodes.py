@@ -91,16 +91,16 @@ def parse_episode_line(line: str, number: int, path: Path) -> Episode | None:
     try:
         data = json.loads(line)
     except ValueError as error:
+        column = f" (column {error.colno})" if isinstance(error, json.JSONDecodeError) else ""
         raise EpisodesFileError(
-            f"{_where(path, number)} is not JSON ({error}): {_quoted(line)}; each line must be "
-            'one JSON object such as {"run_id": "task-1/attempt-0", ...}. Nothing was started.',
+            f"{_where(path, number)} is not JSON{column}: {_quoted(line)}; write one JSON object "
+            'per line, such as {"run_id": "task-1/attempt-0"}. Nothing was started.',
             line=number,
         ) from None
     if not isinstance(data, dict):
         raise EpisodesFileError(
-            f"{_where(path, number)} holds a JSON {type(data).__name__}, not an object; each "
-            'line must be one object such as {"run_id": "task-1/attempt-0", ...}. Nothing was '
-            "started.",
+            f"{_where(path, number)} holds a JSON {type(data).__name__}, not an object; write "
+            'one JSON object per line, such as {"run_id": "task-1/attempt-0"}. Nothing was started.',
             line=number,
         )
     run_id = data.get("run_id")
