@@ -14,6 +14,7 @@ from polyloop.stores.sqlite import SqliteRunStore
 from tests.batch._agents import read_lines
 from tests.batch._kit import (
     FACTORY,
+    ROOT,
     assert_batch_error,
     batch_args,
     batch_env,
@@ -25,7 +26,14 @@ from tests.batch._kit import (
     start_batch,
     write_episodes,
 )
-from tests.cli._kit import assert_one_line_error, headline, polyloop, polyloop_on_terminal
+from tests.cli._kit import (
+    assert_one_line_error,
+    headline,
+    pasted,
+    polyloop,
+    polyloop_on_terminal,
+    users_shell,
+)
 
 
 @pytest.fixture
@@ -318,3 +326,25 @@ def test_a_second_ctrl_c_cancels_episodes_in_flight_and_records_them_cancelled(
     assert {run_id: ("recorded", "cancelled") for run_id in cancelled} == {
         run_id: (line["status"], line["stop_reason"]) for run_id, line in lines.items()
     }
+
+
+def test_the_readme_batch_command_works_when_pasted(tmp_path: Path) -> None:
+    """The README's `polyloop batch` line, pasted in the clone (its .polyloop/ moved to a
+    temporary directory), runs the example's 20 episodes; pasted again, counts them recorded."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("## Batches of episodes") :]
+    start = section.index("```bash\n") + len("```bash\n")
+    (line,) = section[start : section.index("```", start)].splitlines()
+    assert line.startswith(".venv/bin/polyloop batch ")
+    line = line.replace(".polyloop/", f"{tmp_path}/")
+    env = users_shell(tmp_path / "home")
+    first = pasted(line, env=env, cwd=ROOT)
+    assert (0, "ran 20  resumed 0  recorded 0") == (
+        first.code,
+        first.stdout.splitlines()[1].strip()[:31],
+    )
+    again = pasted(line, env=env, cwd=ROOT)
+    assert (0, "ran 0  resumed 0  recorded 20") == (
+        again.code,
+        again.stdout.splitlines()[1].strip()[:30],
+    )
