@@ -339,12 +339,6 @@ def test_the_readme_batch_command_works_when_pasted(tmp_path: Path) -> None:
     line = line.replace(".polyloop/", f"{tmp_path}/")
     env = users_shell(tmp_path / "home")
     first = pasted(line, env=env, cwd=ROOT)
-    assert (0, "ran 20  resumed 0  recorded 0") == (
-        first.code,
-        first.stdout.splitlines()[1].strip()[:31],
-    )
+    assert (0, True) == (first.code, "ran 20  resumed 0  recorded 0  error 0" in first.stdout)
     again = pasted(line, env=env, cwd=ROOT)
-    assert (0, "ran 0  resumed 0  recorded 20") == (
-        again.code,
-        again.stdout.splitlines()[1].strip()[:30],
-    )
+    assert (0, True) == (again.code, "ran 0  resumed 0  recorded 20  error 0" in again.stdout)
