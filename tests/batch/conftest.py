@@ -7,6 +7,16 @@ from collections.abc import Iterator
 import pytest
 
 from tests.batch._ray_cluster import RayCluster, start_cluster
+from tests.stores import _postgres
+
+# Fixed before any test starts a child process, so that children name their schemas alike.
+_postgres.session_prefix()
+
+
+@pytest.fixture(autouse=True)
+def _drop_postgres_schemas() -> Iterator[None]:
+    yield
+    _postgres.drop_used_schemas()
 
 
 @pytest.fixture(scope="session")

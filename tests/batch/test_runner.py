@@ -19,18 +19,23 @@ from polyloop.batch import (
     run_batch,
 )
 from polyloop.errors import ConfigurationError
-from polyloop.ports import RunLog
+from polyloop.ports import RunLeasing, RunLog, RunStore
 from polyloop.session import run_snapshot
-from polyloop.stores.sqlite import SqliteRunStore
+from polyloop.stores.postgres import PostgresRunStore
 from polyloop.types import RunStarted
 from tests.batch._agents import build, factory, read_lines
 from tests.batch._kit import results
+from tests.stores._helpers import close_store, open_store
 
 
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqliteRunStore]:
-    async with SqliteRunStore(tmp_path / "runs.sqlite") as opened:
+@pytest.fixture(params=["sqlite", "postgres"])
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[RunStore]:
+    """A durable store: a SQLite file, or a schema on the test PostgreSQL server."""
+    opened = open_store(request.param, str(tmp_path))
+    try:
         yield opened
+    finally:
+        await close_store(opened)
 
 
 def _episodes(tmp_path: Path, count: int, **data: Any) -> list[Episode]:
@@ -39,7 +44,7 @@ def _episodes(tmp_path: Path, count: int, **data: Any) -> list[Episode]:
 
 
 async def _pass(
-    store: SqliteRunStore, episodes: list[Episode], concurrency: int = 3, **options: Any
+    store: RunStore, episodes: list[Episode], concurrency: int = 3, **options: Any
 ) -> tuple[Any, dict[str, EpisodeReport]]:
     reports: dict[str, EpisodeReport] = {}
 
@@ -85,7 +90,7 @@ def _most_open_at_once(opens: Path) -> int:
 
 
 async def test_new_episodes_run_and_a_second_pass_counts_their_recorded_results(
-    store: SqliteRunStore, tmp_path: Path
+    store: RunStore, tmp_path: Path
 ) -> None:
     """A first pass runs every new episode; a second reports each as recorded, calling no model."""
     episodes = _episodes(tmp_path, 6, steps=2)
@@ -109,9 +114,7 @@ async def test_new_episodes_run_and_a_second_pass_counts_their_recorded_results(
     assert ["done after 2 calls"] * 6 == [report.final_answer for report in second.values()]
 
 
-async def test_a_started_unfinished_episode_is_resumed(
-    store: SqliteRunStore, tmp_path: Path
-) -> None:
+async def test_a_started_unfinished_episode_is_resumed(store: RunStore, tmp_path: Path) -> None:
     """An episode whose log stops after RunStarted (a crash) is continued by resume to its end."""
     (episode,) = _episodes(tmp_path, 1, steps=3)
     agent = build(episode, store)
@@ -129,7 +132,7 @@ async def test_a_started_unfinished_episode_is_resumed(
 
 
 async def test_a_finished_episode_under_other_parameters_is_that_episodes_error(
-    store: SqliteRunStore, tmp_path: Path
+    store: RunStore, tmp_path: Path
 ) -> None:
     """A finished run whose recorded snapshot differs from the factory's now is a snapshot
     mismatch error of that episode alone; the other episodes are counted as usual."""
@@ -156,7 +159,7 @@ async def test_a_finished_episode_under_other_parameters_is_that_episodes_error(
     ],
 )
 async def test_a_factory_that_fails_is_that_episodes_error(
-    store: SqliteRunStore, tmp_path: Path, mode: str, expected: str
+    store: RunStore, tmp_path: Path, mode: str, expected: str
 ) -> None:
     """A factory that raises (or builds something unusable) fails its episode; the batch goes on."""
     episodes = _episodes(tmp_path, 3)
@@ -169,7 +172,7 @@ async def test_a_factory_that_fails_is_that_episodes_error(
 
 @pytest.mark.parametrize("mode", ["plain", "awaitable"])
 async def test_a_factory_may_return_the_agent_or_an_awaitable_of_it(
-    store: SqliteRunStore, tmp_path: Path, mode: str
+    store: RunStore, tmp_path: Path, mode: str
 ) -> None:
     """A factory returning an EpisodeAgent, or an awaitable of one, drives its episode too."""
     episodes = _episodes(tmp_path, 2, factory=mode)
@@ -177,9 +180,7 @@ async def test_a_factory_may_return_the_agent_or_an_awaitable_of_it(
     assert ["ran", "ran"] == [reports[e.run_id].status.value for e in episodes]
 
 
-async def test_concurrency_bounds_the_episodes_in_flight(
-    store: SqliteRunStore, tmp_path: Path
-) -> None:
+async def test_concurrency_bounds_the_episodes_in_flight(store: RunStore, tmp_path: Path) -> None:
     """With 12 slow episodes and concurrency 3, exactly 3 executors are ever open at once."""
     episodes = _episodes(tmp_path, 12, steps=2, model_sleep=0.02)
     summary, _ = await _pass(store, episodes, concurrency=3)
@@ -187,17 +188,23 @@ async def test_concurrency_bounds_the_episodes_in_flight(
 
 
 async def test_a_run_held_elsewhere_is_retried_then_skipped(
-    store: SqliteRunStore, tmp_path: Path
+    store: RunStore, tmp_path: Path
 ) -> None:
     """While another driver holds one episode's lease, it is tried again until the pass ends,
     then reported skipped; nothing of it ran and its executor, when opened, was closed."""
     episodes = _episodes(tmp_path, 4, steps=2, model_sleep=0.05)
-    async with SqliteRunStore(tmp_path / "runs.sqlite") as other:
+    other = open_store(
+        "postgres" if isinstance(store, PostgresRunStore) else "sqlite", str(tmp_path)
+    )
+    try:
+        assert isinstance(other, RunLeasing)
         lease = await other.acquire_run_lease("ep-2")
         try:
             summary, reports = await _pass(store, episodes, concurrency=2)
         finally:
             await lease.release()
+    finally:
+        await close_store(other)
     skipped = reports["ep-2"]
     assert ("skipped", True) == (skipped.status.value, skipped.attempts >= 2)
     assert (skipped.error or "").startswith("RunLeaseHeldError: Run 'ep-2' is being driven")
@@ -213,7 +220,7 @@ async def test_a_run_held_elsewhere_is_retried_then_skipped(
     assert "ran" == reports["ep-2"].status.value  # free again: the next pass drives it
 
 
-async def test_executors_are_closed_on_every_path(store: SqliteRunStore, tmp_path: Path) -> None:
+async def test_executors_are_closed_on_every_path(store: RunStore, tmp_path: Path) -> None:
     """Finished, refused (a snapshot mismatch raised in the block) and cancelled episodes all
     leave their executor closed, each saying how (skipped ones: the lease test)."""
     refused = _episodes(tmp_path, 1, variant="a")
@@ -243,7 +250,7 @@ async def test_executors_are_closed_on_every_path(store: SqliteRunStore, tmp_pat
 
 
 async def test_the_first_interrupt_stops_launching_and_lets_episodes_in_flight_finish(
-    store: SqliteRunStore, tmp_path: Path
+    store: RunStore, tmp_path: Path
 ) -> None:
     """After one interrupt no episode starts, those in flight finish, the rest is not launched."""
     episodes = _episodes(tmp_path, 10, steps=2, model_sleep=0.1)
@@ -264,7 +271,7 @@ async def test_the_first_interrupt_stops_launching_and_lets_episodes_in_flight_f
 
 
 async def test_results_stream_to_a_file_one_line_per_episode(
-    store: SqliteRunStore, tmp_path: Path
+    store: RunStore, tmp_path: Path
 ) -> None:
     """Each episode's outcome is a line of the results file, written as it finishes."""
     episodes = _episodes(tmp_path, 3)
@@ -297,7 +304,7 @@ async def test_results_stream_to_a_file_one_line_per_episode(
     }
 
 
-async def test_concurrency_must_be_a_positive_int(store: SqliteRunStore) -> None:
+async def test_concurrency_must_be_a_positive_int(store: RunStore) -> None:
     """A concurrency of 0 is refused before anything is read."""
     with pytest.raises(ConfigurationError, match="concurrency must be an int >= 1"):
         await run_batch([], factory, store, concurrency=0)
