@@ -1,6 +1,6 @@
 """The batch runner (issue 14): its cost next to a hand-written gather, its memory, Ray's scaling.
 
-    uv run python bench/batch_bench.py [--quick] [--url URL] [--skip-ray] [--skip-postgres]
+    uv run python bench/batch_bench.py [--quick] [--url URL] [--sections ABC] [--skip-postgres]
 
 PostgreSQL is ``--url``, else ``POLYLOOP_TEST_POSTGRES_URL``, else a throwaway cluster started
 (and removed) with ``scripts/postgres-test-cluster.sh``.
@@ -44,6 +44,7 @@ from polyloop.session import run
 from polyloop.stores.postgres import PostgresRunStore
 from polyloop.stores.sqlite import SqliteRunStore
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from batch_agent import PostgresOpener, agent, factory  # the stores benchmark's agent
 
@@ -199,7 +200,7 @@ def memory(where: str, sizes: tuple[int, ...]) -> list[dict[str, Any]]:
 
 
 async def ray_scaling(url: str, stores: Stores, episodes: int, rounds: int) -> dict[str, Any]:
-    from tests.batch._ray_cluster import start_cluster
+    from tests.batch._ray_cluster import start_cluster  # the tests' local two-node cluster
 
     from polyloop.batch.ray import run_batch_on_ray
 
@@ -264,16 +265,17 @@ async def main(arguments: argparse.Namespace, url: str | None, base: str) -> Non
     rounds = 1 if arguments.quick else 3
     report: dict[str, Any] = {"episodes": episodes, "steps": 10, "concurrency": CONCURRENCY}
     kinds = ["sqlite"] + ([] if url is None else ["postgres"])
-    for kind in kinds:
+    for kind in kinds if "A" in arguments.sections else ():
         stores = Stores(kind, url, base)
         try:
             report[f"A_{kind}"] = await compare(stores, episodes, 10, rounds)
         finally:
             stores.drop_all()
         print(json.dumps({f"A_{kind}": report[f"A_{kind}"]}, indent=1), flush=True)
-    report["B_memory"] = memory(base, (1000, 2000) if arguments.quick else (1000, 10000))
-    print(json.dumps({"B_memory": report["B_memory"]}, indent=1), flush=True)
-    if url is not None and not arguments.skip_ray:
+    if "B" in arguments.sections:
+        report["B_memory"] = memory(base, (1000, 2000) if arguments.quick else (1000, 10000))
+        print(json.dumps({"B_memory": report["B_memory"]}, indent=1), flush=True)
+    if url is not None and "C" in arguments.sections:
         stores = Stores("postgres", url, base)
         try:
             report["C_ray"] = await ray_scaling(url, stores, episodes, rounds)
@@ -286,7 +288,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer episodes and rounds")
     parser.add_argument("--url", default=os.environ.get("POLYLOOP_TEST_POSTGRES_URL"))
-    parser.add_argument("--skip-ray", action="store_true")
+    parser.add_argument("--sections", default="ABC", help="which of A, B, C to run")
     parser.add_argument("--skip-postgres", action="store_true")
     parser.add_argument("--memory-child", nargs=2, metavar=("EPISODES", "DIR"))
     arguments = parser.parse_args()
