@@ -30,8 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -47,11 +46,11 @@ from polyloop.stores.sqlite import SqliteRunStore
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from batch_agent import PostgresOpener, agent, factory  # the stores benchmark's agent
+from postgres_bench import server  # the throwaway cluster of the postgres benchmark
 
 BENCH = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(BENCH)
 
-SCRIPT = os.path.join(ROOT, "scripts", "postgres-test-cluster.sh")
 CONCURRENCY = 50
 
 
@@ -243,21 +242,6 @@ async def ray_scaling(url: str, stores: Stores, episodes: int, rounds: int) -> d
 
 
 # ---------------------------------------------------------------------------------------
-
-
-@contextmanager
-def server(url: str | None) -> Iterator[str]:
-    if url:
-        yield url
-        return
-    directory = subprocess.run(
-        ["bash", SCRIPT, "start"], check=True, capture_output=True, text=True
-    ).stdout.strip()
-    try:
-        with open(os.path.join(directory, "url")) as handle:
-            yield handle.read().strip()
-    finally:
-        subprocess.run(["bash", SCRIPT, "stop", directory], check=False)
 
 
 async def main(arguments: argparse.Namespace, url: str | None, base: str) -> None:

@@ -58,14 +58,6 @@ def append_line(path: str, document: Mapping[str, Any]) -> None:
         os.close(fd)
 
 
-def read_lines(path: str) -> list[dict[str, Any]]:
-    """Every complete line of ``path`` (none when it does not exist)."""
-    if not os.path.exists(path):
-        return []
-    with open(path, encoding="utf-8") as handle:
-        return [json.loads(line) for line in handle if line.endswith("\n")]
-
-
 class EpisodeModel:
     """Scripted by call index (a resumed run sees the same script), optionally slow."""
 

@@ -13,8 +13,8 @@ from typing import Any
 
 from polyloop.ports import RunLog
 from polyloop.stores.sqlite import SqliteRunStore
-from tests.batch._agents import read_lines
 from tests.cli._kit import POLYLOOP, Completed, clean_env
+from tests.stores._agent import ledger_effects as read_lines
 
 ROOT = Path(__file__).resolve().parents[2]
 FACTORY = "tests.batch._agents:factory"

@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from polyloop.stores.sqlite import SqliteRunStore
-from tests.batch._agents import read_lines
 from tests.batch._kit import (
     FACTORY,
     ROOT,
@@ -34,6 +33,7 @@ from tests.cli._kit import (
     polyloop_on_terminal,
     users_shell,
 )
+from tests.stores._agent import ledger_effects as read_lines
 
 
 @pytest.fixture

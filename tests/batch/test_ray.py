@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.batch._agents import read_lines
 from tests.batch._kit import (
     assert_batch_error,
     batch_args,
@@ -23,6 +22,7 @@ from tests.batch._kit import (
 )
 from tests.batch._ray_cluster import RayCluster
 from tests.cli._kit import clean_env, polyloop
+from tests.stores._agent import ledger_effects as read_lines
 
 pytestmark = pytest.mark.slow
 

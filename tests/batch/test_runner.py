@@ -17,14 +17,16 @@ from polyloop.batch import (
     EpisodeStatus,
     ResultsFile,
     run_batch,
+    run_episodes,
 )
 from polyloop.errors import ConfigurationError
 from polyloop.ports import RunLeasing, RunLog, RunStore
 from polyloop.session import run_snapshot
 from polyloop.stores.postgres import PostgresRunStore
 from polyloop.types import RunStarted
-from tests.batch._agents import build, factory, read_lines
+from tests.batch._agents import build, factory
 from tests.batch._kit import results
+from tests.stores._agent import ledger_effects as read_lines
 from tests.stores._helpers import close_store, open_store
 
 
@@ -308,3 +310,22 @@ async def test_concurrency_must_be_a_positive_int(store: RunStore) -> None:
     """A concurrency of 0 is refused before anything is read."""
     with pytest.raises(ConfigurationError, match="concurrency must be an int >= 1"):
         await run_batch([], factory, store, concurrency=0)
+
+
+async def test_a_driver_that_raises_fails_only_that_episode() -> None:
+    """An exception out of the driver itself (not the run) is that episode's error; the pass
+    goes on with the others."""
+
+    async def driver(episode: Episode, attempt: int) -> EpisodeReport:
+        if episode.run_id == "b":
+            raise RuntimeError("the worker pool broke")
+        return EpisodeReport(
+            episode.run_id, EpisodeStatus.RAN, stop_reason="agent_finished", steps=1
+        )
+
+    episodes = [Episode(run_id, {"run_id": run_id}) for run_id in ("a", "b", "c")]
+    summary = await run_episodes(episodes, driver, concurrency=2)
+    assert ({"ran": 2, "error": 1}, ("b", "RuntimeError: the worker pool broke")) == (
+        dict(summary.by_status),
+        (summary.errors[0].run_id, summary.errors[0].error),
+    )

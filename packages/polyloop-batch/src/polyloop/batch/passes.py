@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
-from polyloop.batch.driving import EpisodeDriver
+from polyloop.batch.driving import EpisodeDriver, describe_error
 from polyloop.batch.episodes import Episode
 from polyloop.batch.reports import EpisodeReport, EpisodeStatus
 from polyloop.batch.summary import BatchSummary, BatchTally
@@ -155,6 +155,10 @@ class _Pass:
                 work.episode.run_id,
                 EpisodeStatus.CANCELLED,
                 error="cancelled by the batch while in flight (second interrupt)",
+            )
+        except Exception as error:  # a driver's own failure is still this episode's alone
+            report = EpisodeReport(
+                work.episode.run_id, EpisodeStatus.ERROR, error=describe_error(error)
             )
         finally:
             self.busy -= counted

@@ -307,6 +307,11 @@ async def _start_workers(
             f"cluster may have fewer free CPUs ({_cluster_resources().get('CPU', 0):g}) than "
             "--workers asks for."
         ) from None
+    except ray.exceptions.RayActorError as error:
+        _kill(handles)
+        raise WorkerSetupError(
+            f"a Ray worker died while starting: {describe_error(error)}"
+        ) from None
     except ray.exceptions.RayTaskError as error:
         _kill(handles)
         cause = error.cause if isinstance(error.cause, BaseException) else error
