@@ -46,7 +46,13 @@ from polyloop.stores.sqlite import SqliteRunStore
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from batch_agent import PostgresOpener, agent, factory  # the stores benchmark's agent
-from postgres_bench import server  # the throwaway cluster of the postgres benchmark
+from postgres_bench import (  # the postgres benchmark's throwaway cluster and CPU accounting
+    Bench,
+    _ticks,
+    postmaster_pid,
+    server,
+    server_cpu_seconds,
+)
 
 BENCH = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(BENCH)
@@ -199,11 +205,35 @@ def memory(where: str, sizes: tuple[int, ...]) -> list[dict[str, Any]]:
 
 
 async def ray_scaling(url: str, stores: Stores, episodes: int, rounds: int) -> dict[str, Any]:
-    from tests.batch._ray_cluster import start_cluster  # the tests' local two-node cluster
+    from tests.batch._ray_cluster import (  # the tests' local two-node cluster
+        cluster_pids,
+        start_cluster,
+    )
 
     from polyloop.batch.ray import run_batch_on_ray
 
     cluster = start_cluster(BENCH)
+    postmaster = postmaster_pid(Bench(url))
+    cpu: dict[int, list[dict[str, float]]] = {1: [], 2: []}
+
+    def cpu_now() -> dict[str, float]:
+        ray_ticks = 0
+        for pid in cluster_pids(cluster.sessions):
+            try:
+                ray_ticks += _ticks(pid, False)
+            except OSError:
+                continue
+        with open("/proc/stat", encoding="ascii") as handle:
+            # cpu user nice system idle iowait irq softirq steal ...: busy = all but idle, iowait
+            values = [int(v) for v in handle.readline().split()[1:]]
+        busy = sum(values) - values[3] - values[4]
+        return {
+            "machine": busy / os.sysconf("SC_CLK_TCK"),
+            "ray_processes": ray_ticks / os.sysconf("SC_CLK_TCK"),
+            "server": (server_cpu_seconds(postmaster) or 0.0) if postmaster else 0.0,
+            "driver": time.process_time(),
+        }
+
     try:
         samples: dict[int, list[float]] = {1: [], 2: []}
         for round_index in range(rounds):
@@ -216,6 +246,7 @@ async def ray_scaling(url: str, stores: Stores, episodes: int, rounds: int) -> d
                     )
                     for index in range(episodes)
                 )
+                before = cpu_now()
                 began = time.perf_counter()
                 summary = await run_batch_on_ray(
                     source,
@@ -227,14 +258,19 @@ async def ray_scaling(url: str, stores: Stores, episodes: int, rounds: int) -> d
                     total=episodes,
                 )
                 elapsed = time.perf_counter() - began
+                after = cpu_now()
                 assert summary.complete, summary
                 samples[workers].append(episodes / elapsed)
+                cpu[workers].append(
+                    {key: round((after[key] - before[key]) / elapsed, 2) for key in after}
+                )
         one, two = statistics.median(samples[1]), statistics.median(samples[2])
         return {
             "one_worker_episodes_per_s": one,
             "two_workers_episodes_per_s": two,
             "ratio": two / one,
             "samples": {w: [round(s, 1) for s in v] for w, v in samples.items()},
+            "cores_busy_per_sample": cpu,
             "latency_bound_episodes_per_s_per_worker": CONCURRENCY / (10 * 0.02),
         }
     finally:
@@ -246,7 +282,7 @@ async def ray_scaling(url: str, stores: Stores, episodes: int, rounds: int) -> d
 
 async def main(arguments: argparse.Namespace, url: str | None, base: str) -> None:
     episodes = 400 if arguments.quick else 2000
-    rounds = 1 if arguments.quick else 3
+    rounds = arguments.rounds or (1 if arguments.quick else 3)
     report: dict[str, Any] = {"episodes": episodes, "steps": 10, "concurrency": CONCURRENCY}
     kinds = ["sqlite"] + ([] if url is None else ["postgres"])
     for kind in kinds if "A" in arguments.sections else ():
@@ -273,6 +309,7 @@ if __name__ == "__main__":
     parser.add_argument("--quick", action="store_true", help="fewer episodes and rounds")
     parser.add_argument("--url", default=os.environ.get("POLYLOOP_TEST_POSTGRES_URL"))
     parser.add_argument("--sections", default="ABC", help="which of A, B, C to run")
+    parser.add_argument("--rounds", type=int, default=0, help="samples of each (default 3)")
     parser.add_argument("--skip-postgres", action="store_true")
     parser.add_argument("--memory-child", nargs=2, metavar=("EPISODES", "DIR"))
     arguments = parser.parse_args()

@@ -38,9 +38,9 @@ def _free_port(host: str) -> int:
         return int(probe.getsockname()[1])
 
 
-def _session_members(session_id: int) -> list[int]:
-    """Pids of every live process in session ``session_id``."""
-    members = []
+def _processes() -> dict[int, tuple[int, int]]:
+    """``pid → (parent pid, session id)`` of every live process."""
+    found = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -50,9 +50,22 @@ def _session_members(session_id: int) -> list[int]:
         except OSError:
             continue
         # After the command: state, ppid, pgrp, session, ...
-        if int(fields[3]) == session_id and fields[0] != "Z":
-            members.append(int(entry))
-    return members
+        if fields[0] != "Z":
+            found[int(entry)] = (int(fields[1]), int(fields[3]))
+    return found
+
+
+def cluster_pids(sessions: list[int]) -> set[int]:
+    """The live processes of the cluster: its starters' sessions, and every descendant of
+    theirs (the raylet starts each worker in a session of its own)."""
+    table = _processes()
+    pids = {pid for pid, (_, session) in table.items() if session in sessions}
+    grew = True
+    while grew:
+        more = {pid for pid, (parent, _) in table.items() if parent in pids} - pids
+        pids |= more
+        grew = bool(more)
+    return pids
 
 
 @dataclass
@@ -66,16 +79,17 @@ class RayCluster:
         return cluster_environment(*self.python_paths)
 
     def stop(self) -> None:
-        """Kill every process of the cluster's sessions (TERM, then KILL) and its files."""
+        """Kill every process of the cluster (TERM, then KILL) and remove its files."""
+        known = cluster_pids(self.sessions)
         for sig, grace in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 10.0)):
             deadline = time.monotonic() + grace
-            for session in self.sessions:
-                for pid in _session_members(session):
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(pid, sig)
-            while time.monotonic() < deadline and any(map(_session_members, self.sessions)):
+            known |= cluster_pids(self.sessions)
+            for pid in known:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, sig)
+            while time.monotonic() < deadline and known & set(_processes()):
                 time.sleep(0.1)
-        left = [pid for session in self.sessions for pid in _session_members(session)]
+        left = sorted(known & set(_processes()))
         shutil.rmtree(self.temp_dir, ignore_errors=True)
         assert [] == left, f"Ray processes left running: {left}"
 
