@@ -40,9 +40,11 @@ def _ray_args(episodes: Path, store: Path, cluster: RayCluster, *extra: str) -> 
 def test_episodes_spread_over_two_workers_on_two_nodes(
     ray_cluster: RayCluster, tmp_path: Path
 ) -> None:
-    """Two worker processes (one per node) share the episodes on one SQLite store; every
-    episode runs once; a second pass finds them all recorded."""
-    rows = episodes_of(16, steps=2, model_sleep=0.05)
+    """Two worker processes (one per node) share the episodes on one SQLite store, each driving
+    several at once (never more than --concurrency); every episode runs once; a second pass
+    finds them all recorded."""
+    opens = tmp_path / "opens"
+    rows = episodes_of(16, steps=2, model_sleep=0.05, opens=str(opens))
     episodes = write_episodes(tmp_path / "eps.jsonl", rows)
     store = tmp_path / "runs.sqlite"
     env = _env(ray_cluster, tmp_path / "home")
@@ -54,6 +56,13 @@ def test_episodes_spread_over_two_workers_on_two_nodes(
         {line["status"] for line in lines.values()},
     )
     assert 2 == len({line["worker"] for line in lines.values()})
+    open_now: dict[int, int] = {}
+    most: dict[int, int] = {}
+    for event in read_lines(str(opens)):
+        pid = event["pid"]
+        open_now[pid] = open_now.get(pid, 0) + (1 if event["event"] == "open" else -1)
+        most[pid] = max(most.get(pid, 0), open_now[pid])
+    assert (2, True) == (len(most), all(2 <= n <= 4 for n in most.values())), most
     again = polyloop(*_ray_args(episodes, store, ray_cluster), env=env, cwd=tmp_path, timeout=300)
     assert 0 == again.code, again.stderr
     assert {"recorded"} == {

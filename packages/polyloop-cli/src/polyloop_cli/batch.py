@@ -136,7 +136,8 @@ def batch(
         episodes = check_episodes_file(episodes_file)
     except EpisodesFileError as error:
         raise CliError(ExitCode.BAD_EPISODES, str(error)) from None
-    factory = _load(agent)
+    # With --ray only the workers need the factory: they import it, and refuse it, themselves.
+    factory = _load(agent) if ray_address is None else None
     url = _absolute(parse_store_url(store if store is not None else default_store_url()))
     results_path = results if results is not None else _results_path(episodes_file)
     rerun = suggest("batch", *sys.argv[2:]) if sys.argv[1:2] == ["batch"] else None
@@ -193,7 +194,7 @@ def _incomplete(summary: BatchSummary) -> str:
 
 async def _drive(
     episodes: EpisodesFile,
-    factory: EpisodeFactory,
+    factory: EpisodeFactory | None,
     agent: str,
     url: StoreUrl,
     concurrency: int,
@@ -222,6 +223,7 @@ async def _drive(
                         observers,
                         control,
                     )
+                assert factory is not None
                 async with open_store(url, create=True) as store:
                     return await run_batch(
                         episodes.episodes(),
