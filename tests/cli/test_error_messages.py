@@ -120,6 +120,8 @@ INVOCATIONS = [
     (("runs", "--store", "jsonl://{tmp}/text.sqlite"), 7),
     (("demo", "--store", "jsonl://{tmp}/etc"), 7),
     (("demo", "--base-url", "http://127.0.0.1:9/v1", "--model", "m"), 8),
+    (("batch", "{tmp}/etc/hosts", "--agent", "x:y"), 21),
+    (("batch", "/dev/null", "--agent", "no_such_module:factory"), 22),
 ]
 
 

@@ -16,9 +16,12 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 CORE_SRC = ROOT / "packages" / "polyloop-core" / "src"
 STORES_SRC = ROOT / "packages" / "polyloop-stores" / "src"
+BATCH_SRC = ROOT / "packages" / "polyloop-batch" / "src"
 
-CORE_FORBIDDEN = ("polyloop.stores", "polyloop.adapters", "polyloop_contract")
+CORE_FORBIDDEN = ("polyloop.stores", "polyloop.adapters", "polyloop.batch", "polyloop_contract")
 STORES_FORBIDDEN = ("polyloop.adapters", "polyloop_contract")
+#: The batch runner stands on core alone: any store, any adapter, no command.
+BATCH_FORBIDDEN = ("polyloop.stores", "polyloop.adapters", "polyloop_contract", "polyloop_cli")
 
 #: Functions that import a module named by their first (string) argument.
 _DYNAMIC_IMPORTERS = {"import_module", "__import__"}
@@ -86,6 +89,11 @@ def test_core_sources_exist() -> None:
 def test_core_never_imports_stores_adapters_or_the_contract_kit() -> None:
     """No module of polyloop-core imports polyloop.stores, polyloop.adapters or polyloop_contract."""
     assert forbidden_imports(CORE_SRC, CORE_FORBIDDEN) == []
+
+
+def test_the_batch_runner_imports_core_only() -> None:
+    """No module of polyloop-batch imports stores, adapters, the contract kit or the CLI."""
+    assert forbidden_imports(BATCH_SRC, BATCH_FORBIDDEN) == []
 
 
 def test_stores_never_import_adapters() -> None:

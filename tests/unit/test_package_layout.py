@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 FIVE_MODULES = "['ports', 'serialization', 'session', 'tools', 'types']"
 DISTRIBUTIONS = ("polyloop-core", "polyloop-stores", "polyloop-adapters", "polyloop-contract")
 #: Every distribution of the workspace, the command's included.
-PUBLISHED = (*DISTRIBUTIONS, "polyloop-cli")
+PUBLISHED = (*DISTRIBUTIONS, "polyloop-cli", "polyloop-batch")
 #: What an index page cannot show: links into the repository, which no wheel carries.
 REPOSITORY_LINK = re.compile(r"\]\((?!https?://|#)|\.\./\.\./|research-wiki/|examples/|bench/")
 
@@ -112,7 +112,8 @@ def _uv() -> str:
 
 @pytest.fixture(scope="module")
 def wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The wheels of every distribution (the four of SPEC §2 and the command), from this checkout."""
+    """The wheels of every distribution (the four of SPEC §2, the command, the batch runner),
+    from this checkout."""
     out = tmp_path_factory.mktemp("wheels")
     for distribution in PUBLISHED:
         _run([_uv(), "build", "--package", distribution, "--wheel", "-o", out], cwd=ROOT)

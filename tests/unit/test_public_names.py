@@ -181,6 +181,33 @@ PUBLIC_NAMES: dict[str, tuple[str, ...]] = {
         "ensure_docker_image",
         "remove_orphan_containers",
     ),
+    "polyloop.batch": (
+        "RESULTS_SCHEMA_VERSION",
+        "BatchControl",
+        "BatchError",
+        "BatchSummary",
+        "BatchTally",
+        "Episode",
+        "EpisodeAgent",
+        "EpisodeDriver",
+        "EpisodeError",
+        "EpisodeFactory",
+        "EpisodeReport",
+        "EpisodeStatus",
+        "EpisodesFile",
+        "EpisodesFileError",
+        "FactoryError",
+        "FactoryResult",
+        "LocalEpisodeDriver",
+        "ReportObserver",
+        "ResultsFile",
+        "WorkerSetupError",
+        "check_episodes_file",
+        "load_factory",
+        "open_agent",
+        "run_batch",
+        "run_episodes",
+    ),
     "polyloop_contract": (
         "STORE_CAPABILITIES",
         "StoreCapabilities",
@@ -190,6 +217,7 @@ PUBLIC_NAMES: dict[str, tuple[str, ...]] = {
 #: Names other tools load from these modules (console script, pytest11 entry point).
 ENTRY_POINTS: dict[str, tuple[str, ...]] = {
     "polyloop_cli.main": ("main", "cli"),
+    "polyloop_cli.batch": ("batch",),
     "polyloop_contract.plugin": ("pytest_addoption",),
 }
 

@@ -33,6 +33,16 @@ class ExitCode(IntEnum):
     MODEL_ERROR = 8
     #: The demo could not stage its crash (the worker ended or hung before the crash point).
     DEMO_FAILED = 9
+    #: ``batch`` ended with episodes that failed, were skipped or were cancelled (summary
+    #: printed; rerun the same command to continue). Numbers from 20 are the batch's own.
+    BATCH_INCOMPLETE = 20
+    #: ``batch``: the episodes file is unusable (not JSON, a bad or repeated run_id).
+    BAD_EPISODES = 21
+    #: ``batch``: ``--agent module:factory`` cannot be imported or is not callable.
+    BAD_FACTORY = 22
+    #: ``batch --ray``: Ray is missing or unreachable, or its workers cannot serve the batch
+    #: (cannot import the factory, do not share the disk of a file store).
+    BATCH_WORKERS = 23
 
 
 #: The longest a headline may be (what happened, to what, what to do), before any detail.

@@ -695,9 +695,11 @@ def _snapshot_text(log: RunLog) -> str:
 
 
 def _register_demo() -> None:
+    from polyloop_cli.batch import batch
     from polyloop_cli.demo import demo
 
     cli.add_command(demo)
+    cli.add_command(batch)
 
 
 _register_demo()

@@ -1,0 +1,94 @@
+"""Driving one episode in this process: start it, continue it, or count its recorded result.
+
+The decision is the library's own, made under the run's lease: ``run`` starts a new run and
+refuses (writing nothing) one that already has a log; ``resume`` then continues an unfinished
+run by the recovery table, or returns a finished run's recorded result — calling no seam but
+``parameters()`` — only when its recorded parameter snapshot equals the one built now.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Awaitable, Callable
+from typing import TypeAlias
+
+from polyloop.batch.agents import EpisodeAgent, EpisodeFactory, open_agent
+from polyloop.batch.episodes import Episode
+from polyloop.batch.reports import EpisodeReport, EpisodeStatus
+from polyloop.errors import RunAlreadyStartedError, RunLeaseHeldError
+from polyloop.ports import RunLeasing, RunStore
+from polyloop.session import resume, run
+from polyloop.types import RunResult
+
+__all__ = ["EpisodeDriver", "LocalEpisodeDriver", "describe_error", "this_worker"]
+
+#: Drives one try of an episode (the second argument counts tries from 1) and reports it.
+EpisodeDriver: TypeAlias = Callable[[Episode, int], Awaitable[EpisodeReport]]
+
+
+def this_worker() -> str:
+    """``<pid>@<host>``: the process that drove an episode, as the results file names it."""
+    return f"{os.getpid()}@{socket.gethostname()}"
+
+
+def describe_error(error: BaseException) -> str:
+    """``"<ExceptionType>: <message>"``, as the results file and the summary show an error."""
+    text = str(error).strip()
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+class LocalEpisodeDriver:
+    """Drives episodes with ``factory``'s agents on ``store``, in this process's event loop.
+
+    A try that finds the run's lease held elsewhere reports ``SKIPPED`` (the pass decides
+    whether to try again); anything else raised is the episode's ``ERROR``. Cancellation is
+    passed on, after the factory's context is left.
+    """
+
+    def __init__(self, factory: EpisodeFactory, store: RunStore) -> None:
+        self.factory = factory
+        self.store = store
+        self.worker = this_worker()
+
+    async def __call__(self, episode: Episode, attempt: int) -> EpisodeReport:
+        started = time.monotonic()
+        try:
+            if attempt > 1 and isinstance(self.store, RunLeasing):
+                # A retry looks first, so a still-held run opens no executor for nothing.
+                holder = await self.store.run_lease_holder(episode.run_id)
+                if holder is not None:
+                    raise RunLeaseHeldError.held_by(episode.run_id, holder)
+            async with open_agent(self.factory, episode, self.store) as agent:
+                status, result = await _drive(agent)
+        except RunLeaseHeldError as held:
+            return self._report(episode, EpisodeStatus.SKIPPED, started, describe_error(held))
+        except Exception as error:
+            return self._report(episode, EpisodeStatus.ERROR, started, describe_error(error))
+        return EpisodeReport.of_result(
+            status, result, wall_seconds=time.monotonic() - started, worker=self.worker
+        )
+
+    def _report(
+        self, episode: Episode, status: EpisodeStatus, started: float, error: str
+    ) -> EpisodeReport:
+        return EpisodeReport(
+            episode.run_id,
+            status,
+            error=error,
+            wall_seconds=time.monotonic() - started,
+            worker=self.worker,
+        )
+
+
+async def _drive(agent: EpisodeAgent) -> tuple[EpisodeStatus, RunResult]:
+    definition, request = agent.definition, agent.request
+    try:
+        return EpisodeStatus.RAN, await run(definition, request)
+    except RunAlreadyStartedError:
+        pass
+    # Only to name what resume did; resume itself decides under the lease.
+    log = await definition.store.read_log(request.run_id)
+    status = EpisodeStatus.RECORDED if log.finished is not None else EpisodeStatus.RESUMED
+    return status, await resume(definition, request)

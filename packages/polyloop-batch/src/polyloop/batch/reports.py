@@ -1,0 +1,91 @@
+"""What became of one episode in a pass: :class:`EpisodeReport`, one JSON line of the results."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from polyloop.types import RunResult
+
+__all__ = ["RESULTS_SCHEMA_VERSION", "EpisodeReport", "EpisodeStatus"]
+
+#: ``schema_version`` of a results line; a reader should refuse a version it does not know.
+RESULTS_SCHEMA_VERSION = 1
+
+
+class EpisodeStatus(StrEnum):
+    """How an episode's pass ended. The values are the strings of the results file."""
+
+    #: Started in this pass (``run``) and driven to a stop reason.
+    RAN = "ran"
+    #: Found started but unfinished, continued (``resume``) to a stop reason.
+    RESUMED = "resumed"
+    #: Already finished under the same parameter snapshot: its recorded result counts; nothing
+    #: was called.
+    RECORDED = "recorded"
+    #: Anything raised — a snapshot mismatch, a factory that failed, a seam or store error.
+    ERROR = "error"
+    #: Another driver held its run's lease on every try until the pass ended.
+    SKIPPED = "skipped"
+    #: In flight when the batch was cancelled (second Ctrl-C); the loop records ``cancelled``
+    #: when it can, and a rerun treats the run by what its log says.
+    CANCELLED = "cancelled"
+
+    @property
+    def finished(self) -> bool:
+        """Whether the episode has a stop reason (its result counts)."""
+        return self in (EpisodeStatus.RAN, EpisodeStatus.RESUMED, EpisodeStatus.RECORDED)
+
+
+@dataclass(frozen=True, slots=True)
+class EpisodeReport:
+    """One episode's outcome in this pass. Picklable, so a worker can send it home."""
+
+    run_id: str
+    status: EpisodeStatus
+    #: The run's stop reason (``StopReason`` value) when the status is finished, else ``None``.
+    stop_reason: str | None = None
+    #: Steps of the run's result (all of them, earlier passes' included), when finished.
+    steps: int | None = None
+    final_answer: str | None = None
+    #: ``"<ExceptionType>: <message>"`` of an error; why it was skipped or cancelled.
+    error: str | None = None
+    #: Seconds this pass spent on the episode (every try together).
+    wall_seconds: float = 0.0
+    #: How many times it was tried in this pass (lease held, worker lost).
+    attempts: int = 1
+    #: ``<pid>@<host>`` of the process that drove it last.
+    worker: str | None = None
+
+    @classmethod
+    def of_result(
+        cls, status: EpisodeStatus, result: RunResult, *, wall_seconds: float, worker: str
+    ) -> EpisodeReport:
+        return cls(
+            run_id=result.run_id,
+            status=status,
+            stop_reason=result.stop_reason.value,
+            steps=len(result.steps),
+            final_answer=result.final_answer,
+            wall_seconds=wall_seconds,
+            worker=worker,
+        )
+
+    def to_json(self) -> str:
+        """The results-file line (without its newline), keys in a fixed order. ASCII: a lone
+        surrogate in a final answer stays a valid escape instead of breaking the file."""
+        document: dict[str, Any] = {
+            "schema_version": RESULTS_SCHEMA_VERSION,
+            "run_id": self.run_id,
+            "status": self.status.value,
+            "stop_reason": self.stop_reason,
+            "steps": self.steps,
+            "final_answer": self.final_answer,
+            "error": self.error,
+            "wall_seconds": round(self.wall_seconds, 6),
+            "attempts": self.attempts,
+            "worker": self.worker,
+        }
+        return json.dumps(document, separators=(",", ":"))

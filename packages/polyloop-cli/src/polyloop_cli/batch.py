@@ -1,0 +1,340 @@
+"""``polyloop batch``: drive every episode of a JSON Lines file, here or on a Ray cluster.
+
+Nothing here imports Ray: ``--ray`` loads ``polyloop.batch.ray`` when it is given.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import signal
+import sys
+from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager
+from pathlib import Path
+
+import click
+
+from polyloop.batch import (
+    BatchControl,
+    BatchSummary,
+    EpisodeFactory,
+    EpisodesFile,
+    EpisodesFileError,
+    FactoryError,
+    ReportObserver,
+    ResultsFile,
+    WorkerSetupError,
+    check_episodes_file,
+    load_factory,
+    run_batch,
+)
+from polyloop.batch.errors import BatchError
+from polyloop.ports import RunStore
+from polyloop_cli.batch_progress import progress_observer
+from polyloop_cli.errors import CliError, ExitCode
+from polyloop_cli.invocation import suggest
+from polyloop_cli.render import Output
+from polyloop_cli.stores import StoreUrl, default_store_url, open_store, parse_store_url
+
+__all__ = ["batch"]
+
+#: Kinds of store URL whose store lives in files on this machine's disk.
+LOCAL_FILE_KINDS = ("sqlite", "jsonl")
+
+
+def _results_path(episodes: Path) -> Path:
+    """``runs.jsonl`` → ``runs-results.jsonl``, beside the episodes file."""
+    return episodes.with_name(f"{episodes.stem}-results.jsonl")
+
+
+def _absolute(url: StoreUrl) -> StoreUrl:
+    """The same store with an absolute path, so that workers in other directories find it."""
+    if url.kind in LOCAL_FILE_KINDS:
+        return StoreUrl(url.kind, url.path.absolute())
+    return url
+
+
+def _store_opener(url: StoreUrl) -> Callable[[], AbstractAsyncContextManager[RunStore]]:
+    """A picklable zero-argument callable opening (and creating) the store at ``url``."""
+    return functools.partial(open_store, url, create=True)
+
+
+@click.command()
+@click.argument("episodes_file", metavar="EPISODES.jsonl", type=click.Path(path_type=Path))
+@click.option(
+    "--agent",
+    "agent",
+    metavar="MODULE:FACTORY",
+    required=True,
+    help="The callable that builds an episode's agent: factory(episode, store) (looked up "
+    "from the current directory first).",
+)
+@click.option(
+    "--store",
+    "store",
+    metavar="URL",
+    default=None,
+    help="Store URL (sqlite:///abs/file.sqlite, jsonl:rel/dir, ...). Default: $POLYLOOP_STORE, "
+    "else the demo store. Created when missing.",
+)
+@click.option(
+    "--concurrency",
+    type=click.IntRange(min=1),
+    default=8,
+    show_default=True,
+    help="Episodes driven at once (with --ray: per worker).",
+)
+@click.option(
+    "--results",
+    "results",
+    metavar="FILE",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Where each episode's outcome goes, one JSON line each. Default: "
+    "EPISODES-results.jsonl beside the episodes file.",
+)
+@click.option(
+    "--ray",
+    "ray_address",
+    metavar="ADDRESS",
+    default=None,
+    help="Spread the episodes over the Ray cluster at ADDRESS (host:port, or auto); needs "
+    "polyloop-batch[ray].",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=None,
+    help="With --ray: worker processes (default: one per CPU of the cluster).",
+)
+@click.option(
+    "--shared-disk",
+    is_flag=True,
+    help="With --ray and a sqlite/jsonl store: every node mounts the store's disk at the same "
+    "path with working POSIX locks (needed when nodes are on other hosts).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON document.")
+def batch(
+    episodes_file: Path,
+    agent: str,
+    store: str | None,
+    concurrency: int,
+    results: Path | None,
+    ray_address: str | None,
+    workers: int | None,
+    shared_disk: bool,
+    as_json: bool,
+) -> None:
+    """Drive every episode of EPISODES.jsonl: start new ones, resume crashed ones, count
+    finished ones; rerun the same command to continue after a crash or Ctrl-C."""
+    if ray_address is None and (workers is not None or shared_disk):
+        raise click.UsageError("--workers and --shared-disk go with --ray ADDRESS.")
+    output = Output(as_json=as_json)
+    try:
+        episodes = check_episodes_file(episodes_file)
+    except EpisodesFileError as error:
+        raise CliError(ExitCode.BAD_EPISODES, str(error)) from None
+    # With --ray only the workers need the factory: they import it, and refuse it, themselves.
+    factory = _load(agent) if ray_address is None else None
+    url = _absolute(parse_store_url(store if store is not None else default_store_url()))
+    results_path = results if results is not None else _results_path(episodes_file)
+    rerun = suggest("batch", *sys.argv[2:]) if sys.argv[1:2] == ["batch"] else None
+    summary = asyncio.run(
+        _drive(
+            episodes,
+            factory,
+            agent,
+            url,
+            concurrency,
+            results_path,
+            ray_address,
+            workers,
+            shared_disk,
+            output,
+        )
+    )
+    _print_summary(output, summary, episodes, results_path)
+    if summary.interrupted:
+        raise KeyboardInterrupt
+    if not summary.complete:
+        raise CliError(
+            ExitCode.BATCH_INCOMPLETE,
+            f"{_incomplete(summary)}; see {results_path}, then rerun the same command to "
+            "continue" + (f": {rerun}" if rerun else "."),
+        )
+
+
+def _load(spec: str) -> EpisodeFactory:
+    if "" not in sys.path and "." not in sys.path:
+        sys.path.insert(0, "")  # module:factory is looked up from the current directory
+    try:
+        return load_factory(spec)
+    except FactoryError as error:
+        raise CliError(ExitCode.BAD_FACTORY, str(error)) from None
+
+
+def _incomplete(summary: BatchSummary) -> str:
+    parts = []
+    for status, one, many in (
+        ("error", "failed", "failed"),
+        (
+            "skipped",
+            "was skipped (another driver held it)",
+            "were skipped (other drivers held them)",
+        ),
+        ("cancelled", "was cancelled", "were cancelled"),
+    ):
+        count = summary.by_status.get(status, 0)
+        if count:
+            parts.append(f"1 episode {one}" if count == 1 else f"{count} episodes {many}")
+    return "; ".join(parts) or "the batch is incomplete"
+
+
+async def _drive(
+    episodes: EpisodesFile,
+    factory: EpisodeFactory | None,
+    agent: str,
+    url: StoreUrl,
+    concurrency: int,
+    results_path: Path,
+    ray_address: str | None,
+    workers: int | None,
+    shared_disk: bool,
+    output: Output,
+) -> BatchSummary:
+    control = BatchControl()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGINT, functools.partial(_interrupted, control, output))
+    try:
+        with ResultsFile(results_path) as results:
+            async with progress_observer(output, episodes) as shown:
+                observers: list[ReportObserver] = [results, shown]
+                if ray_address is not None:
+                    return await _on_ray(
+                        episodes,
+                        agent,
+                        url,
+                        concurrency,
+                        ray_address,
+                        workers,
+                        shared_disk,
+                        observers,
+                        control,
+                    )
+                assert factory is not None
+                async with open_store(url, create=True) as store:
+                    return await run_batch(
+                        episodes.episodes(),
+                        factory,
+                        store,
+                        concurrency=concurrency,
+                        total=episodes.count,
+                        observers=observers,
+                        control=control,
+                    )
+    except EpisodesFileError as error:  # the file changed since it was checked
+        raise CliError(ExitCode.BAD_EPISODES, str(error)) from None
+    except WorkerSetupError as error:
+        raise CliError(ExitCode.BATCH_WORKERS, str(error)) from None
+    except FactoryError as error:
+        raise CliError(ExitCode.BAD_FACTORY, str(error)) from None
+    except BatchError as error:  # the results file cannot be written
+        raise CliError(ExitCode.USAGE, str(error)) from None
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+
+
+async def _on_ray(
+    episodes: EpisodesFile,
+    agent: str,
+    url: StoreUrl,
+    concurrency: int,
+    address: str,
+    workers: int | None,
+    shared_disk: bool,
+    observers: Sequence[ReportObserver],
+    control: BatchControl,
+) -> BatchSummary:
+    try:
+        from polyloop.batch.ray import run_batch_on_ray
+    except ImportError as error:
+        raise CliError(
+            ExitCode.BATCH_WORKERS,
+            "--ray needs Ray; install it with `pip install 'polyloop-batch[ray]'` on this "
+            "machine and on every node of the cluster.",
+            detail=str(error),
+        ) from None
+    # Open (and create) the store here first: a bad store fails before any worker starts.
+    async with open_store(url, create=True):
+        pass
+    return await run_batch_on_ray(
+        episodes.episodes(),
+        factory=agent,
+        store=_store_opener(url),
+        address=address,
+        workers=workers,
+        concurrency=concurrency,
+        local_store_path=url.path if url.kind in LOCAL_FILE_KINDS else None,
+        shared_disk=shared_disk,
+        total=episodes.count,
+        observers=observers,
+        control=control,
+    )
+
+
+def _interrupted(control: BatchControl, output: Output) -> None:
+    if control.stopping:
+        message = "cancelling the episodes in flight; each records 'cancelled'."
+    else:
+        message = (
+            "stopping: no new episodes; those in flight finish (Ctrl-C again cancels them). "
+            "Rerun the same command to continue."
+        )
+    control.interrupt()
+    if not output.as_json:
+        output.err.print(f"polyloop batch: {message}", markup=False, highlight=False)
+
+
+def _print_summary(
+    output: Output, summary: BatchSummary, episodes: EpisodesFile, results_path: Path
+) -> None:
+    if output.as_json:
+        document = summary.to_json_dict()
+        document["episodes_file"] = str(episodes.path)
+        document["results_file"] = str(results_path)
+        output.json(document)
+        return
+    print_line = functools.partial(output.out.print, markup=False, highlight=False)
+    by_status = "  ".join(
+        f"{status} {count}" for status, count in summary.to_json_dict()["by_status"].items()
+    )
+    print_line(
+        f"Batch {episodes.path}: {summary.done} of {summary.total} episodes in "
+        f"{summary.wall_seconds:.1f} s, {summary.steps} steps driven "
+        f"({summary.steps_per_second:.1f} steps/s)."
+    )
+    print_line(f"  {by_status}")
+    if summary.by_stop_reason:
+        reasons = "  ".join(
+            f"{reason} {count}" for reason, count in sorted(summary.by_stop_reason.items())
+        )
+        print_line(f"  stop reasons: {reasons}")
+    if summary.not_launched:
+        print_line(f"  not started (the batch was stopped): {summary.not_launched}")
+    error_count = summary.by_status.get("error", 0)
+    if error_count:
+        print_line(f"Errors ({error_count}; every one is in the results file):")
+        for item in summary.errors:
+            print_line(f"  {json.dumps(item.run_id)}: {item.error.splitlines()[0]}")
+    skipped_count = summary.by_status.get("skipped", 0)
+    if skipped_count:
+        names = ", ".join(json.dumps(run_id) for run_id in summary.skipped)
+        more = (
+            f" and {skipped_count - len(summary.skipped)} more"
+            if skipped_count > len(summary.skipped)
+            else ""
+        )
+        print_line(f"Skipped, another driver held the run ({skipped_count}): {names}{more}")
+    print_line(f"Results: {results_path}")
