@@ -21,7 +21,9 @@ DISTRIBUTIONS = ("polyloop-core", "polyloop-stores", "polyloop-adapters", "polyl
 #: Every distribution of the workspace, the command's included.
 PUBLISHED = (*DISTRIBUTIONS, "polyloop-cli", "polyloop-batch")
 #: What an index page cannot show: links into the repository, which no wheel carries.
-REPOSITORY_LINK = re.compile(r"\]\((?!https?://|#)|\.\./\.\./|research-wiki/|examples/|bench/")
+REPOSITORY_LINK = re.compile(
+    r"\]\((?!https?://|#)|\.\./\.\./|(?<![\w-])(?:research-wiki|examples|bench)/"
+)
 
 
 def _clean_env() -> dict[str, str]:
