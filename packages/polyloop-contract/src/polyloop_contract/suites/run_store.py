@@ -7,18 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import random
-from dataclasses import replace
 
 import pytest
 
 from polyloop.errors import DuplicateRecordError, RunAlreadyStartedError
 from polyloop.ports import RunLog, RunStore
-from polyloop.types import (
-    ModelCallResult,
-    RunFinished,
-    RunResult,
-    StopReason,
-)
+from polyloop.session import model_result_id
+from polyloop.types import ModelCallResult, ModelReply, RunFinished, RunResult, StopReason
 from polyloop_contract import _report
 from polyloop_contract._checks import (
     Rule,
@@ -26,20 +21,18 @@ from polyloop_contract._checks import (
     check_parameters_shape,
     check_parameters_stable_no_secrets,
 )
+from polyloop_contract._differences import describe, log_difference
 from polyloop_contract._records import (
     AWKWARD_TEXT,
     LogRecord,
-    action_intent,
-    describe,
+    action_writes,
     expected_log,
     full_run,
-    log_difference,
     method_for,
-    model_intent,
-    model_result,
+    model_failure_writes,
+    parse_failure_writes,
+    run_finished,
     run_started,
-    step_completed,
-    step_record,
     write,
 )
 from polyloop_contract.capabilities import StoreCapabilities
@@ -133,24 +126,24 @@ def _round_trip_case(kind: str) -> list[LogRecord]:
     head: list[LogRecord] = [start]
     if kind == "run_started":
         return head
-    head.append(model_intent(run_id, 0))
+    failed = model_failure_writes(run_id, 0)
+    head.append(failed.model_intent)
     if kind == "intent_model_call":
         return head
     if kind == "model_result_failure":
-        return [*head, model_result(run_id, 0, failed=True)]
-    from polyloop.types import ModelReply
-
-    reply = ModelCallResult(run_id, "model-0", ModelReply(None, AWKWARD_TEXT, ""), None)
-    head.append(reply)
+        return [*head, failed.model_result, failed.step_completed]
+    reply = ModelReply(None, AWKWARD_TEXT, "")
+    head.append(ModelCallResult(run_id, model_result_id(0), reply, None))
     if kind == "model_result_reply":
         return head
     if kind == "step_completed_without_action":
-        return [*head, step_completed(run_id, 0, with_action=False)]
-    head.append(action_intent(run_id, 0))
+        return [*head, parse_failure_writes(run_id, 0).step_completed]
+    action = action_writes(run_id, 0)
+    assert action.action_intent is not None
+    head.append(action.action_intent)
     if kind == "intent_action":
         return head
-    step = step_completed(run_id, 0, with_action=True)
-    head.append(step)
+    head.append(action.step_completed)
     if kind == "step_completed_with_action":
         return head
     finished = RunFinished(
@@ -159,7 +152,7 @@ def _round_trip_case(kind: str) -> list[LogRecord]:
             run_id=run_id,
             stop_reason=StopReason.TASK_COMPLETED,
             final_answer=None,
-            steps=(step.step, step_record(run_id, 1, with_action=False)),
+            steps=(action.step,),
             event_delivery_failures=3,
         ),
     )
@@ -335,12 +328,7 @@ async def test_step_completed_atomic_for_readers(make_store: MakeStore) -> None:
     run_id = "atomic"
     records: list[LogRecord] = [run_started(run_id)]
     for k in range(25):
-        records += [
-            model_intent(run_id, k),
-            model_result(run_id, k),
-            action_intent(run_id, k),
-            step_completed(run_id, k, with_action=True),
-        ]
+        records += action_writes(run_id, k).records
     written = expected_log(records)
     done = asyncio.Event()
     observed = 0
@@ -438,10 +426,7 @@ async def test_second_run_finished_refused(make_store: MakeStore) -> None:
     store = await make_store()
     records = full_run("finished-twice", 2)
     await _write_all(rule, store, records)
-    other = RunFinished(
-        "finished-twice",
-        RunResult("finished-twice", StopReason.CANCELLED, None, ()),
-    )
+    other = run_finished("finished-twice", reason=StopReason.CANCELLED)
     await _expect_refusal(rule, "a second write_run_finished", store.write_run_finished(other))
     await _expect_log(rule, store, "finished-twice", records)
 
@@ -488,15 +473,17 @@ async def test_racing_starts_have_one_winner(make_store: MakeStore) -> None:
 def _duplicates(run_id: str) -> list[tuple[str, LogRecord]]:
     """Second records of keys a log holds once; each differs from the first in content where
     it can, so that keeping only one of the two (dropping or merging) shows."""
-    first_step = step_completed(run_id, 0, with_action=True)
-    changed_step = replace(
-        first_step, step=replace(first_step.step, observation="a different observation")
-    )
+    first = action_writes(run_id, 0)
+    changed = action_writes(run_id, 0, observation="a different observation")
+    assert first.action_intent is not None
     return [
-        ("the same model-call intent again", model_intent(run_id, 0)),
-        ("a second action intent with the same result_id", action_intent(run_id, 0)),
-        ("a second ModelCallResult of result_id 'model-0'", model_result(run_id, 0, failed=True)),
-        ("a second StepCompleted of step 0", changed_step),
+        ("the same model-call intent again", first.model_intent),
+        ("a second action intent with the same result_id", first.action_intent),
+        (
+            f"a second ModelCallResult of result_id {model_result_id(0)!r}",
+            model_failure_writes(run_id, 0).model_result,
+        ),
+        ("a second StepCompleted of step 0", changed.step_completed),
     ]
 
 
@@ -513,13 +500,7 @@ async def test_duplicate_writes_are_never_dropped_or_merged(
     rule = Rule(SEAM, "duplicate writes are never dropped or merged")
     store = await make_store()
     run_id = "written-twice"
-    records: list[LogRecord] = [
-        run_started(run_id),
-        model_intent(run_id, 0),
-        model_result(run_id, 0),
-        action_intent(run_id, 0),
-        step_completed(run_id, 0, with_action=True),
-    ]
+    records: list[LogRecord] = [run_started(run_id), *action_writes(run_id, 0).records]
     await _write_all(rule, store, records)
     what, duplicate = _duplicates(run_id)[which]
     try:

@@ -29,17 +29,15 @@ from polyloop.ports import RunLog, RunStore
 from polyloop.types import RunFinished, RunResult, StepCompleted, StepRecord, StopReason
 from polyloop_contract import _report
 from polyloop_contract._checks import CALL_TIMEOUT, Rule
+from polyloop_contract._differences import describe, log_difference
 from polyloop_contract._records import (
     LogModel,
     LogRecord,
-    action_intent,
-    describe,
-    log_difference,
+    action_writes,
     method_for,
-    model_intent,
-    model_result,
+    model_failure_writes,
+    parse_failure_writes,
     run_started,
-    step_completed,
     write,
 )
 from polyloop_contract.capabilities import StoreCapabilities
@@ -76,22 +74,11 @@ class _Run:
 
     @property
     def finished(self) -> bool:
-        return self.model.finished is not None
+        return self.model.finished
 
 
-def _step_variant(run_id: str, k: int, variant: int) -> list[LogRecord]:
-    if variant == 0:
-        return [
-            model_intent(run_id, k),
-            model_result(run_id, k),
-            action_intent(run_id, k),
-            step_completed(run_id, k, with_action=True),
-        ]
-    return [
-        model_intent(run_id, k),
-        model_result(run_id, k, failed=variant == 2),
-        step_completed(run_id, k, with_action=False),
-    ]
+#: The steps ``advance`` chooses from: an action, a parse failure, a failed model call.
+_STEP_VARIANTS = (action_writes, parse_failure_writes, model_failure_writes)
 
 
 def test_store_matches_a_model_of_the_log(
@@ -193,7 +180,7 @@ def test_store_matches_a_model_of_the_log(
             open_runs = sorted(r for r, run in self.runs.items() if not run.finished)
             run = self.runs[data.draw(st.sampled_from(open_runs), label="run_id")]
             if not run.pending:
-                run.pending = _step_variant(run.run_id, run.next_step, variant)
+                run.pending = list(_STEP_VARIANTS[variant](run.run_id, run.next_step).records)
                 run.next_step += 1
             record = run.pending.pop(0)
             self._write(record)
