@@ -6,6 +6,7 @@ from dataclasses import fields
 
 from polyloop.ports import RunLog
 from polyloop.types import Intent, ModelCallResult, RunFinished, RunStarted, StepCompleted
+from polyloop_contract._checks import shown
 
 __all__ = ["describe", "log_difference"]
 
@@ -13,15 +14,15 @@ __all__ = ["describe", "log_difference"]
 def describe(record: object) -> str:
     """A short, readable name of a record for failure messages."""
     if isinstance(record, RunStarted):
-        return f"RunStarted(run_id={record.run_id!r})"
+        return f"RunStarted(run_id={shown(record.run_id)})"
     if isinstance(record, Intent):
         return (
             f"Intent(kind={record.kind.value}, call_index={record.call_index}, "
-            f"result_id={record.result_id!r})"
+            f"result_id={shown(record.result_id)})"
         )
     if isinstance(record, ModelCallResult):
         state = "failure" if record.failure is not None else "reply"
-        return f"ModelCallResult(result_id={record.result_id!r}, {state})"
+        return f"ModelCallResult(result_id={shown(record.result_id)}, {state})"
     if isinstance(record, StepCompleted):
         action = "with action" if record.result_id is not None else "no action"
         return f"StepCompleted(step {record.step.step_idx}, {action})"
@@ -37,20 +38,27 @@ def _first_difference(expected: object, actual: object) -> str:
     try:
         names = [f.name for f in fields(expected)]  # type: ignore[arg-type]
     except TypeError:
-        return f"{actual!r} instead of {expected!r}"
+        return f"{shown(actual)} instead of {shown(expected)}"
     for name in names:
         want, got = getattr(expected, name), getattr(actual, name)
         if want != got:
             inner = _first_difference(want, got) if hasattr(want, "__dataclass_fields__") else ""
             if inner:
                 return f"field {name}: {inner}"
-            return f"field {name} is {_short(got)} instead of {_short(want)}"
+            return f"field {name} is {shown(got, 120)} instead of {shown(want, 120)}"
     return "equal fields but unequal records"
 
 
-def _short(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 120 else text[:117] + "..."
+_NOUNS = {"intents": "intents", "model_results": "model results", "steps": "steps"}
+
+
+def _counts(name: str, written: int, read: int) -> str:
+    """How many records of one kind came back, said before the first difference."""
+    if read < written:
+        return f"{read} of {written} {_NOUNS[name]} read back; "
+    if read > written:
+        return f"{read} {_NOUNS[name]} read back where {written} were written; "
+    return ""
 
 
 def log_difference(expected: RunLog, actual: object) -> str | None:
@@ -69,18 +77,25 @@ def log_difference(expected: RunLog, actual: object) -> str | None:
         want_seq, got_seq = getattr(expected, name), getattr(actual, name)
         if tuple(want_seq) == tuple(got_seq):
             continue
+        counts = _counts(name, len(want_seq), len(got_seq))
         for position in range(max(len(want_seq), len(got_seq))):
             if position >= len(got_seq):
-                return f"{name} #{position}: {describe(want_seq[position])} is missing"
+                return f"{counts}{name} #{position}: {describe(want_seq[position])} is missing"
             if position >= len(want_seq):
-                return f"{name} #{position}: an unexpected {describe(got_seq[position])} is present"
+                return (
+                    f"{counts}{name} #{position}: an unexpected "
+                    f"{describe(got_seq[position])} is present"
+                )
             want, got = want_seq[position], got_seq[position]
             if want != got:
                 if type(want) is type(got) and want in tuple(got_seq):
                     return (
-                        f"{name} #{position}: {describe(got)} where {describe(want)} was written "
-                        "(records come back out of write order)"
+                        f"{counts}{name} #{position}: {describe(got)} where {describe(want)} was "
+                        "written (records come back out of write order)"
                     )
-                return f"{name} #{position}: {describe(want)} reads back with {_first_difference(want, got)}"
-        return f"{name} differ"
+                return (
+                    f"{counts}{name} #{position}: {describe(want)} reads back with "
+                    f"{_first_difference(want, got)}"
+                )
+        return f"{counts}{name} differ"
     return None

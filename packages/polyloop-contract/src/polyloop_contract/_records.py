@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AWKWARD_TEXT",
+    "LONG_OBSERVATION",
     "LogModel",
     "LogRecord",
     "action_writes",
@@ -58,6 +59,10 @@ __all__ = [
 
 #: Text that stresses an encoding: quotes, escapes, newlines, NUL, non-BMP, RTL, combining.
 AWKWARD_TEXT = 'line one\nline "two"\t\\ \x00 \u2028 é e\u0301 \u05d0\u05d1 \U0001f600 }{ ]['
+
+
+#: An observation longer than 65 535 characters (and UTF-8 bytes): a tool's whole output.
+LONG_OBSERVATION = "".join(f"output line {n:05d}: é 中 \U0001f600\n" for n in range(3_500))
 
 
 def _content(run_id: str, k: int) -> str:
