@@ -6,11 +6,14 @@ with ``bash contract-suite/run.sh`` (``pytest contract-suite --polyloop-contract
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import functools
 import itertools
 import os
 import secrets
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
 import psycopg
@@ -56,20 +59,33 @@ def store_kind(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def opened_stores() -> Iterator[list[RunStore]]:
+    """The file stores a rule opened, closed when it ends (postgres ones clean up themselves)."""
     stores: list[RunStore] = []
     yield stores
-    schemas = set()
     for store in stores:
-        if isinstance(store, JsonlRunStore | SqliteRunStore | PostgresRunStore):
+        if isinstance(store, JsonlRunStore | SqliteRunStore):
             store.close()
-        if isinstance(store, PostgresRunStore):
-            schemas.add(store.schema)
-    if schemas:
-        with psycopg.connect(os.environ[POSTGRES_URL], autocommit=True) as connection:
-            for schema in sorted(schemas):
-                connection.execute(
-                    sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema))
-                )
+
+
+def _drop_schema(schema: str) -> None:
+    with psycopg.connect(_postgres_url(), autocommit=True) as connection:
+        connection.execute(
+            sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema))
+        )
+
+
+@contextlib.asynccontextmanager
+async def _postgres_store(schema: str, *, owns_schema: bool) -> AsyncIterator[RunStore]:
+    """A postgres store the kit cleans up when it is done with it: the factory's store drops
+    its schema (the kit leaves stores in reverse order, so every reopened one is closed by
+    then); a reopened store only closes its sessions."""
+    store = PostgresRunStore(_postgres_url(), schema=schema)
+    try:
+        yield store
+    finally:
+        await store.aclose()
+        if owns_schema:
+            await asyncio.to_thread(_drop_schema, schema)
 
 
 def _postgres_url() -> str:
@@ -85,23 +101,27 @@ def _postgres_url() -> str:
     return url
 
 
+#: What the store callables below return: a store, or (postgres) a context manager of one.
+MadeStore = RunStore | AbstractAsyncContextManager[RunStore]
+
+
 @pytest.fixture
 def polyloop_store_factory(
     store_kind: str, tmp_path: Path, opened_stores: list[RunStore]
-) -> Callable[[], RunStore]:
+) -> Callable[[], MadeStore]:
     counter = itertools.count()
     tag = secrets.token_hex(4)
 
-    def make() -> RunStore:
+    def make() -> MadeStore:
         store: RunStore
+        if store_kind == "postgres":
+            return _postgres_store(f"contract_{tag}_{next(counter)}", owns_schema=True)
         if store_kind == "memory":
             store = MemoryRunStore()
         elif store_kind == "jsonl":
             store = JsonlRunStore(tmp_path / f"jsonl-{next(counter)}")
-        elif store_kind == "sqlite":
-            store = SqliteRunStore(tmp_path / f"runs-{next(counter)}.sqlite3")
         else:
-            store = PostgresRunStore(_postgres_url(), schema=f"contract_{tag}_{next(counter)}")
+            store = SqliteRunStore(tmp_path / f"runs-{next(counter)}.sqlite3")
         opened_stores.append(store)
         return store
 
@@ -111,16 +131,16 @@ def polyloop_store_factory(
 @pytest.fixture
 def polyloop_store_reopen(
     store_kind: str, opened_stores: list[RunStore]
-) -> Callable[[RunStore], RunStore] | None:
+) -> Callable[[RunStore], MadeStore] | None:
     if store_kind == "memory":
         return None
 
-    def reopen(store: RunStore) -> RunStore:
+    def reopen(store: RunStore) -> MadeStore:
         fresh: RunStore
+        if isinstance(store, PostgresRunStore):
+            return _postgres_store(store.schema, owns_schema=False)
         if isinstance(store, JsonlRunStore):
             fresh = JsonlRunStore(store.directory)
-        elif isinstance(store, PostgresRunStore):
-            fresh = PostgresRunStore(_postgres_url(), schema=store.schema)
         else:
             assert isinstance(store, SqliteRunStore)
             fresh = SqliteRunStore(store.path)

@@ -12,21 +12,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from polyloop import testing
 from polyloop.serialization import LogRecord
 from polyloop.stores.jsonl import JsonlRunStore
 from polyloop.stores.sqlite import SqliteRunStore
+from polyloop.testing import StepWrites
 from polyloop.types import (
     ActionOutcome,
-    ActionStatus,
     Intent,
-    IntentKind,
     ModelCallResult,
-    ModelReply,
     ReplayPolicy,
     RunFinished,
-    RunResult,
     RunStarted,
-    StepCompleted,
     StepRecord,
     StopReason,
 )
@@ -182,116 +179,85 @@ SNAPSHOT = {
 
 
 def started(run_id: str, snapshot: Mapping[str, str] = SNAPSHOT) -> RunStarted:
-    return RunStarted(run_id, snapshot)
+    return testing.run_started(run_id, snapshot)
+
+
+def _tool(
+    run_id: str,
+    k: int,
+    tool: str,
+    policy: ReplayPolicy = ReplayPolicy.SAFE,
+    observation: str = "ok",
+) -> StepWrites:
+    return testing.tool_step(
+        run_id,
+        k,
+        tool_name=tool,
+        observation=observation,
+        replay_policy=policy,
+        prompt_chars=100 + k,
+        step_wall_ms=3,
+    )
+
+
+def _final(run_id: str, k: int, answer: str = "done") -> StepWrites:
+    return testing.final_step(run_id, k, answer, prompt_chars=200)
+
+
+def _parse_failure(run_id: str, k: int) -> StepWrites:
+    return testing.parse_failure_step(
+        run_id, k, explanation="Reply with one of: ...", prompt_chars=50
+    )
 
 
 def model_intent(run_id: str, k: int, policy: ReplayPolicy = ReplayPolicy.SAFE) -> Intent:
-    return Intent(run_id, IntentKind.MODEL_CALL, k, f"model-{k}", policy)
+    return testing.final_step(run_id, k, model_replay_policy=policy).model_intent
 
 
 def action_intent(run_id: str, k: int, policy: ReplayPolicy) -> Intent:
-    return Intent(run_id, IntentKind.ACTION, k, f"action-{k}", policy)
+    intent = _tool(run_id, k, "any", policy).action_intent
+    assert intent is not None
+    return intent
 
 
 def model_result(run_id: str, k: int, content: str) -> ModelCallResult:
-    return ModelCallResult(run_id, f"model-{k}", ModelReply(f"call-{k}", content, ""), None)
+    """The result of step ``k``'s model call, replying ``content`` (whatever it parses into)."""
+    return testing.final_step(run_id, k, content=content).model_result
 
 
 def tool_step(k: int, tool: str, observation: str = "ok") -> StepRecord:
-    return StepRecord(
-        step_idx=k,
-        raw_output=f"CALL {tool} {{}}",
-        content_chars=len(tool) + 8,
-        thinking_chars=0,
-        action=f"CALL {tool} {{}}",
-        parse_ok=True,
-        parse_error=None,
-        observation=observation,
-        observation_is_synthetic=False,
-        observation_truncated_chars=0,
-        prompt_chars=100 + k,
-        call_id=f"call-{k}",
-        step_wall_ms=3,
-        tool_name=tool,
-        tool_arguments="{}",
-        action_status=ActionStatus.EXECUTED,
-    )
+    return _tool("", k, tool, observation=observation).step
 
 
 def final_step(k: int, answer: str) -> StepRecord:
-    return StepRecord(
-        step_idx=k,
-        raw_output=f"FINAL: {answer}",
-        content_chars=len(answer) + 7,
-        thinking_chars=0,
-        action=None,
-        parse_ok=True,
-        parse_error=None,
-        observation="",
-        observation_is_synthetic=False,
-        observation_truncated_chars=0,
-        prompt_chars=200,
-        call_id=f"call-{k}",
-        step_wall_ms=1,
-    )
+    return _final("", k, answer).step
 
 
 def parse_failure_step(k: int) -> StepRecord:
     """The step of a reply that did not parse: no action, a synthetic observation."""
-    return StepRecord(
-        step_idx=k,
-        raw_output="gibberish",
-        content_chars=9,
-        thinking_chars=0,
-        action=None,
-        parse_ok=False,
-        parse_error="Reply with one of: ...",
-        observation="Reply with one of: ...",
-        observation_is_synthetic=True,
-        observation_truncated_chars=0,
-        prompt_chars=50,
-        call_id=None,
-        step_wall_ms=1,
-    )
+    return _parse_failure("", k).step
 
 
 def parse_failure_records(run_id: str, k: int) -> list[LogRecord]:
     """The three records of one step whose reply did not parse."""
-    return [
-        model_intent(run_id, k),
-        model_result(run_id, k, "gibberish"),
-        StepCompleted(run_id, None, None, parse_failure_step(k)),
-    ]
+    return list(_parse_failure(run_id, k).records)
 
 
 def outcome(observation: str = "ok") -> ActionOutcome:
-    return ActionOutcome(ActionStatus.EXECUTED, observation, False, False, 0)
+    completed = _tool("", 0, "any", observation=observation).step_completed
+    assert completed.action_outcome is not None
+    return completed.action_outcome
 
 
 def tool_step_records(run_id: str, k: int, tool: str, policy: ReplayPolicy) -> list[LogRecord]:
-    """The five records of one completed tool step."""
-    return [
-        model_intent(run_id, k),
-        model_result(run_id, k, f"CALL {tool} {{}}"),
-        action_intent(run_id, k, policy),
-        StepCompleted(run_id, f"action-{k}", outcome(), tool_step(k, tool)),
-    ]
+    """The four records of one completed tool step."""
+    return list(_tool(run_id, k, tool, policy).records)
 
 
 def finished(run_id: str, reason: StopReason, steps: Iterable[StepRecord]) -> RunFinished:
-    return RunFinished(run_id, RunResult(run_id, reason, None, tuple(steps)))
+    return testing.run_finished(run_id, steps, reason)
 
 
 async def write(store: SqliteRunStore | JsonlRunStore, records: Iterable[LogRecord]) -> None:
     """Write records through the store's public API, in order."""
-    for record in records:
-        if isinstance(record, RunStarted):
-            await store.write_run_started(record)
-        elif isinstance(record, Intent):
-            await store.write_intent(record)
-        elif isinstance(record, ModelCallResult):
-            await store.write_model_call_result(record)
-        elif isinstance(record, StepCompleted):
-            await store.write_step_completed(record)
-        else:
-            await store.write_run_finished(record)
+    await testing.write_records(store, records)

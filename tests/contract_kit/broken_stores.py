@@ -22,12 +22,13 @@ import os
 import struct
 import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from polyloop.errors import DuplicateRecordError, RunAlreadyStartedError, RunLeaseHeldError
 from polyloop.ports import LeaseHolder, RunLease, RunLog
 from polyloop.serialization import LogRecord, dumps_log_record, loads_log_record
+from polyloop.testing import run_log_from
 from polyloop.types import (
     Intent,
     IntentKind,
@@ -86,26 +87,6 @@ class Lease:
             self.store.leases.discard(self)
 
 
-def _assemble(records: list[LogRecord]) -> RunLog:
-    started: RunStarted | None = None
-    finished: RunFinished | None = None
-    intents: list[Intent] = []
-    results: list[ModelCallResult] = []
-    steps: list[StepCompleted] = []
-    for record in records:
-        if isinstance(record, RunStarted):
-            started = record
-        elif isinstance(record, Intent):
-            intents.append(record)
-        elif isinstance(record, ModelCallResult):
-            results.append(record)
-        elif isinstance(record, StepCompleted):
-            steps.append(record)
-        else:
-            finished = record
-    return RunLog(started, tuple(intents), tuple(results), tuple(steps), finished)
-
-
 class ReferenceStore:
     """A correct store: every write is encoded onto the disk before it returns."""
 
@@ -153,7 +134,7 @@ class ReferenceStore:
 
     async def read_log(self, run_id: str) -> RunLog:
         await asyncio.sleep(0)
-        return _assemble(self.records(run_id))
+        return run_log_from(self.records(run_id))
 
     def parameters(self) -> Mapping[str, str]:
         return {"kind": "reference"}
@@ -556,6 +537,84 @@ class _PidFileLease:
             os.remove(self.path)
 
 
+class TruncatesLongText(ReferenceStore):
+    """Keeps observations in a 64 KiB text column: a longer one is cut to 65 535 characters."""
+
+    LIMIT = 65_535
+
+    def commit(self, record: LogRecord) -> None:
+        if isinstance(record, StepCompleted):
+            step = replace(record.step, observation=record.step.observation[: self.LIMIT])
+            outcome = record.action_outcome
+            if outcome is not None:
+                outcome = replace(outcome, observation=outcome.observation[: self.LIMIT])
+            record = StepCompleted(record.run_id, record.result_id, outcome, step)
+        super().commit(record)
+
+
+class StaleReadCache(ReferenceStore):
+    """Caches each log it has read in the store object; only its own writes refresh it, so a
+    write made through another object on the same storage stays unseen."""
+
+    def __init__(self, disk: Disk) -> None:
+        super().__init__(disk)
+        self.cache: dict[str, RunLog] = {}
+
+    async def append(self, record: LogRecord) -> None:
+        await super().append(record)
+        self.cache.pop(record.run_id, None)
+
+    async def read_log(self, run_id: str) -> RunLog:
+        if run_id not in self.cache:
+            self.cache[run_id] = await super().read_log(run_id)
+        return self.cache[run_id]
+
+
+class PasswordInConnectionUrl(ReferenceStore):
+    """Reports the URL it connects with, password included, as its database."""
+
+    def parameters(self) -> Mapping[str, str]:
+        return {"kind": "reference", "database": "postgresql://polyloop:hunter2@db.internal/runs"}
+
+
+class PasswordInConnectionString(ReferenceStore):
+    """Reports its libpq connection string, password included."""
+
+    def parameters(self) -> Mapping[str, str]:
+        return {"kind": "reference", "dsn": "host=db.internal dbname=runs password=hunter2"}
+
+
+class TruncatesLongRunIds(ReferenceStore):
+    """Keys runs by the first 255 characters of their run_id (a VARCHAR(255) column)."""
+
+    def key(self, run_id: str) -> str:
+        return run_id[:255]
+
+
+class KeepsOnlyTheLastStep(ReferenceStore):
+    """Keeps one StepCompleted per run, the latest ("upsert the run's current step")."""
+
+    def commit(self, record: LogRecord) -> None:
+        if isinstance(record, StepCompleted):
+            lines = self.disk.lines.setdefault(record.run_id, [])
+            lines[:] = [
+                line for line in lines if not isinstance(loads_log_record(line), StepCompleted)
+            ]
+            lines.append(dumps_log_record(record))
+            return
+        super().commit(record)
+
+
+class TwoDefects(DropsModelFailure):
+    """Two unrelated defects: the failure text of a model call is lost, and a second
+    RunFinished is refused with ValueError instead of RunAlreadyStartedError."""
+
+    def refuse_duplicate(self, record: LogRecord, decoded: list[LogRecord]) -> None:
+        if isinstance(record, RunFinished) and any(isinstance(r, RunFinished) for r in decoded):
+            raise ValueError(f"run {record.run_id!r} has a result already")
+        super().refuse_duplicate(record, decoded)
+
+
 class WithoutLeases(ReferenceStore):
     """A correct store that does not offer the lease capability at all."""
 
@@ -589,6 +648,13 @@ STORES: Mapping[str, type[ReferenceStore]] = {
     "non_string_parameters": NonStringParameters,
     "trusts_its_own_start_cache": TrustsItsOwnStartCache,
     "rewrites_the_whole_file": RewritesTheWholeFile,
+    "truncates_long_text": TruncatesLongText,
+    "stale_read_cache": StaleReadCache,
+    "password_in_connection_url": PasswordInConnectionUrl,
+    "password_in_connection_string": PasswordInConnectionString,
+    "truncates_long_run_ids": TruncatesLongRunIds,
+    "keeps_only_the_last_step": KeepsOnlyTheLastStep,
+    "two_defects": TwoDefects,
 }
 
 
@@ -598,6 +664,8 @@ class Expected:
 
     test: str
     rule: str
+    #: Text the failure message must also hold (how it says what it saw).
+    says: tuple[str, ...] = ()
 
 
 #: Broken stores the stateful test (random interleavings against a model) must also catch.
@@ -606,6 +674,9 @@ CAUGHT_BY_STATEFUL: tuple[str, ...] = (
     "loses_last_write_on_reopen",
     "mutates_returned_records",
 )
+
+#: Broken stores with several defects, each of which the stateful test must report by its rule.
+REPORTED_AS_SEVERAL: tuple[str, ...] = ("two_defects",)
 
 #: Correct stores, which must pass every rule that applies to them.
 CORRECT: tuple[str, ...] = ("reference", "reference_without_leases")
@@ -688,5 +759,36 @@ CAUGHT_BY: Mapping[str, Expected] = {
     "non_string_parameters": Expected(
         "run_store::test_parameters_are_synchronous_and_str_valued",
         "parameters() is synchronous and str-valued",
+    ),
+    "truncates_long_text": Expected(
+        "run_store::test_records_round_trip_exactly[step_completed_long_observation]",
+        "records round-trip exactly",
+        says=("field observation is", "(65535 characters) instead of", "(87500 characters)"),
+    ),
+    "stale_read_cache": Expected(
+        "run_store::test_a_write_is_seen_at_once_through_another_store_object",
+        "a write is seen at once through every store object on the storage",
+    ),
+    "password_in_connection_url": Expected(
+        "run_store::test_parameters_are_stable_and_hold_no_secrets",
+        "parameters() holds no secrets",
+        says=("carries a password (URL userinfo)",),
+    ),
+    "password_in_connection_string": Expected(
+        "run_store::test_parameters_are_stable_and_hold_no_secrets",
+        "parameters() holds no secrets",
+        says=("carries a password (password=)",),
+    ),
+    "truncates_long_run_ids": Expected(
+        "run_store::test_exotic_run_ids_never_collide",
+        "distinct run_ids never collide",
+        says=("(10000 characters)",),
+    ),
+    "keeps_only_the_last_step": Expected(
+        "run_store::test_write_order_kept", "write order kept", says=("1 of 12 steps read back",)
+    ),
+    "two_defects": Expected(
+        "run_store::test_records_round_trip_exactly[model_result_failure]",
+        "records round-trip exactly",
     ),
 }

@@ -7,7 +7,13 @@ from pathlib import Path
 import pytest
 
 from tests.contract_kit._runner import PYTEST_INI, Outcome, Result, run_contract
-from tests.contract_kit.broken_stores import CAUGHT_BY, CAUGHT_BY_STATEFUL, CORRECT, STORES
+from tests.contract_kit.broken_stores import (
+    CAUGHT_BY,
+    CAUGHT_BY_STATEFUL,
+    CORRECT,
+    REPORTED_AS_SEVERAL,
+    STORES,
+)
 
 #: Each test here runs pytest in a subprocess.
 pytestmark = pytest.mark.slow
@@ -83,7 +89,7 @@ def stateful_run(tmp_path_factory: pytest.TempPathFactory) -> Result:
         "-k",
         "stateful",
         "--hypothesis-seed=20261129",
-        env={"BROKEN_STORES": ",".join(["reference", *CAUGHT_BY_STATEFUL])},
+        env={"BROKEN_STORES": ",".join(["reference", *CAUGHT_BY_STATEFUL, *REPORTED_AS_SEVERAL])},
     )
 
 
@@ -139,7 +145,21 @@ def test_broken_store_fails_the_rule_for_its_defect(broken_run: Result, store: s
     outcome = broken_run.tests[key]
     assert "failed" == outcome.outcome, outcome.message[:2000]
     assert f"RunStore rule '{expected.rule}'" in outcome.message, outcome.message[:2000]
+    assert [] == [text for text in expected.says if text not in outcome.message], outcome.message
     assert 0 != broken_run.returncode
+
+
+#: The longest line a failure report may have: a value longer than that is cut, with a note.
+LONGEST_REPORT_LINE = 2_100
+
+
+def test_no_failure_report_has_a_line_nobody_can_read(broken_run: Result) -> None:
+    """Every failure report of every broken store keeps each line short: long values (a
+    10 000-character run_id, a 65 535-character observation) are cut with their length."""
+    failed = {k: v.message for k, v in broken_run.tests.items() if v.outcome == "failed"}
+    assert len(failed) >= len(CAUGHT_BY)
+    longest = {k: max(len(line) for line in m.splitlines()) for k, m in failed.items()}
+    assert {} == {k: n for k, n in longest.items() if n > LONGEST_REPORT_LINE}
 
 
 def test_stateful_rule_passes_the_reference_store(stateful_run: Result) -> None:
@@ -147,6 +167,25 @@ def test_stateful_rule_passes_the_reference_store(stateful_run: Result) -> None:
     key = "run_store_stateful::test_store_matches_a_model_of_the_log[reference]"
     assert key in stateful_run.tests, stateful_run.output[-3000:]
     assert "passed" == stateful_run.tests[key].outcome, stateful_run.tests[key].message[:2000]
+
+
+def test_stateful_rule_reports_each_distinct_failure_by_its_rule(stateful_run: Result) -> None:
+    """When hypothesis finds several distinct failures, the report's first line (JUnit's
+    message) counts them and names each one's rule, and the report explains each in turn,
+    instead of an exception group raised through the kit's internals."""
+    for store in REPORTED_AS_SEVERAL:
+        key = f"run_store_stateful::test_store_matches_a_model_of_the_log[{store}]"
+        outcome = stateful_run.tests[key]
+        assert "failed" == outcome.outcome, outcome.message[:2000]
+        headline = outcome.message.split("\n", 1)[0]
+        count = int(headline.split(" distinct failures: ", 1)[0])
+        assert count >= 2, headline
+        assert count == headline.count("RunStore rule '"), headline
+        assert "RunStore rule 'second RunFinished refused'" in headline
+        assert "RunStore rule 'store matches a model of the log'" in headline
+        assert "--- failure 2 of" in outcome.message
+        assert "ExceptionGroup" not in outcome.message
+        assert "polyloop_contract/_checks.py" not in outcome.message
 
 
 @pytest.mark.parametrize("store", CAUGHT_BY_STATEFUL)

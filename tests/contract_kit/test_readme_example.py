@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import re
 from pathlib import Path
 
@@ -83,3 +84,68 @@ def test_readme_snapshot_example_passes_twice_then_names_a_changed_observation(
     changed = run_contract(tmp_path)
     assert 1 == changed.returncode, changed.output[-4000:]
     assert "step 0 · observation: 'shipped on Monday' → 'lost in transit'" in changed.output
+
+
+def readme_ini() -> str:
+    """The pytest configuration block of the README's notes (indented in its list item)."""
+    match = re.search(r"<!-- pytest-ini -->\s*```ini\n(.*?)```", README.read_text(), re.S)
+    assert match is not None, "the README lost its 'pytest-ini' block (or its marker)"
+    return "\n".join(line.strip() for line in match.group(1).splitlines()) + "\n"
+
+
+def test_readme_cleanup_example_passes_and_its_ini_silences_pytest_asyncio(
+    tmp_path: Path,
+) -> None:
+    """The README's cleaning-up example passes every store rule under the README's pytest
+    configuration with warnings as errors; without that configuration pytest-asyncio's
+    warning about the unset fixture loop scope stops the same run."""
+    (tmp_path / "conftest.py").write_text(readme_block("cleanup-example"))
+    (tmp_path / "pytest.ini").write_text(
+        readme_ini() + "asyncio_mode = strict\nfilterwarnings = error\n"
+    )
+    result = run_contract(tmp_path, "--polyloop-contract", "-k", "run_store")
+    assert 0 == result.returncode, result.output[-4000:]
+    assert {} == {k: v.message[:300] for k, v in result.failed().items()}
+    stores = [k for k, v in result.tests.items() if v.outcome == "passed"]
+    assert len(stores) >= 35
+    assert [] == list(tmp_path.glob("**/runs-*.sqlite3"))
+
+    (tmp_path / "pytest.ini").write_text(
+        "[pytest]\nasyncio_mode = strict\nfilterwarnings = error\n"
+    )
+    unset = run_contract(tmp_path, "--polyloop-contract", "-k", "unknown_run_reads_as_empty")
+    assert 0 != unset.returncode
+    assert "asyncio_default_fixture_loop_scope" in unset.output
+
+
+#: The errors the README tells a store to raise, with the class each one must derive from.
+DOCUMENTED_ERRORS = {
+    "polyloop.errors.RunAlreadyStartedError": "polyloop.errors.DuplicateRecordError",
+    "polyloop.errors.DuplicateRecordError": "polyloop.errors.StoreError",
+    "polyloop.errors.RunLeaseHeldError": "polyloop.errors.PolyLoopError",
+}
+
+
+def _resolve(dotted: str) -> type:
+    module, _, name = dotted.rpartition(".")
+    found = getattr(importlib.import_module(module), name)
+    assert isinstance(found, type)
+    return found
+
+
+def test_readme_names_the_errors_a_store_raises_where_they_are_imported_from() -> None:
+    """The README says which error a second RunStarted/RunFinished and other duplicates must
+    raise, by import path; each path resolves and the classes derive as the README says."""
+    text = " ".join(README.read_text().split())
+    assert (
+        "| a second `RunStarted` for a run_id, or a second `RunFinished` | "
+        "`polyloop.errors.RunAlreadyStartedError` |" in text
+    )
+    assert "`polyloop.errors.DuplicateRecordError` (or keep both records" in text
+    assert (
+        "`RunAlreadyStartedError` is a subclass of `DuplicateRecordError`, which is a "
+        "`polyloop.errors.StoreError`" in text
+    )
+    for dotted, base in DOCUMENTED_ERRORS.items():
+        assert f"`{dotted}`" in text
+        assert issubclass(_resolve(dotted), _resolve(base))

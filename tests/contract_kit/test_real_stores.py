@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.contract_kit._runner import REPO, Result, run_contract
+from tests.stores._postgres import admin
 
 #: Each test here runs pytest in a subprocess.
 pytestmark = pytest.mark.slow
@@ -17,6 +18,7 @@ NEEDS_REOPEN = (
     "run_store::test_prefix_durability_across_reopen",
     "run_store::test_appends_continue_after_reopen",
     "run_store::test_two_store_objects_keep_each_others_writes",
+    "run_store::test_a_write_is_seen_at_once_through_another_store_object",
     "run_store::test_racing_starts_across_store_objects_have_one_winner",
     "run_store_leases::test_a_held_lease_is_refused_to_a_second_store_object",
     "run_store_leases::test_a_lease_is_free_again_after_its_store_is_closed",
@@ -24,8 +26,24 @@ NEEDS_REOPEN = (
 )
 
 
+def _contract_schemas() -> set[str]:
+    """The schemas on the test server named like those contract-suite/conftest.py creates."""
+    with admin() as connection:
+        rows = connection.execute(
+            "SELECT nspname FROM pg_namespace WHERE nspname LIKE 'contract\\_%'"
+        ).fetchall()
+    return {str(row[0]) for row in rows}
+
+
 @pytest.fixture(scope="module")
-def suite_run(tmp_path_factory: pytest.TempPathFactory) -> Result:
+def schemas_before_the_suite() -> set[str]:
+    return _contract_schemas()
+
+
+@pytest.fixture(scope="module")
+def suite_run(
+    tmp_path_factory: pytest.TempPathFactory, schemas_before_the_suite: set[str]
+) -> Result:
     report = tmp_path_factory.mktemp("contract-suite") / "junit.xml"
     return run_contract(REPO, "contract-suite", "--polyloop-contract", report=report)
 
@@ -67,6 +85,19 @@ def test_every_seam_suite_ran(suite_run: Result) -> None:
         ran = [v.outcome for k, v in suite_run.tests.items() if k.startswith(f"{suite}::")]
         assert len(ran) >= 5, suite
         assert {"passed"} == set(ran), suite
+
+
+def test_the_postgres_stores_leave_no_schema_behind(
+    suite_run: Result, schemas_before_the_suite: set[str]
+) -> None:
+    """Every postgres store the kit made (one per rule, one per stateful example) is cleaned up
+    through the factory's context manager: no schema of the run is left on the server."""
+    postgres = {k: v.outcome for k, v in suite_run.tests.items() if "[postgres" in k}
+    assert (
+        "passed" == postgres["run_store_stateful::test_store_matches_a_model_of_the_log[postgres]"]
+    )
+    assert len(postgres) >= 33
+    assert set() == _contract_schemas() - schemas_before_the_suite
 
 
 def test_capability_report_names_the_memory_store(suite_run: Result) -> None:

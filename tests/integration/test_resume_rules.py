@@ -5,13 +5,16 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import replace
+from typing import cast
 
 import pytest
 
 from polyloop.errors import CorruptLogError, RunNotFoundError, SnapshotMismatchError
+from polyloop.ports import RunLog
+from polyloop.serialization import LogRecord
 from polyloop.session import resume, run
 from polyloop.stores.memory import MemoryRunStore
-from polyloop.testing import ScriptedExecutor
+from polyloop.testing import ScriptedExecutor, run_log_from, write_records
 from polyloop.types import (
     Budget,
     Intent,
@@ -247,29 +250,48 @@ CORRUPTIONS: Mapping[str, tuple[Callable[[list[Write]], list[Write]], str]] = {
 }
 
 
-def _place(store: MemoryRunStore, writes: list[Write]) -> None:
-    """Put records into run 'r''s log by hand, whatever run_id they carry (as a buggy store would)."""
-    log = store._log("r")
-    for name, record in writes:
-        kind = name.removeprefix("write_")
-        if kind == "run_started":
-            log.started = record  # type: ignore[assignment]
-        elif kind == "run_finished":
-            log.finished = record  # type: ignore[assignment]
-        else:
-            {
-                "intent": log.intents,
-                "model_call_result": log.model_results,
-                "step_completed": log.steps,
-            }[kind].append(record)  # type: ignore[attr-defined]
+class VerbatimStore:
+    """A store that keeps every record it is handed as the log of any run it is asked for,
+    refusing and checking nothing, as a broken store would: resume reads exactly what was
+    written, whatever run_id, order or repetition the records carry."""
+
+    def __init__(self) -> None:
+        self.records: list[LogRecord] = []
+
+    async def write_run_started(self, record: RunStarted) -> None:
+        self.records.append(record)
+
+    async def write_intent(self, record: Intent) -> None:
+        self.records.append(record)
+
+    async def write_model_call_result(self, record: ModelCallResult) -> None:
+        self.records.append(record)
+
+    async def write_step_completed(self, record: StepCompleted) -> None:
+        self.records.append(record)
+
+    async def write_run_finished(self, record: RunFinished) -> None:
+        self.records.append(record)
+
+    async def read_log(self, run_id: str) -> RunLog:
+        return run_log_from(self.records)
+
+    def parameters(self) -> Mapping[str, str]:
+        return {"kind": "verbatim"}
+
+
+async def _stored(writes: list[Write]) -> VerbatimStore:
+    """A verbatim store holding ``writes``, written through its public methods."""
+    store = VerbatimStore()
+    await write_records(store, [cast(LogRecord, record) for _, record in writes])
+    return store
 
 
 @pytest.mark.parametrize("rule", list(CORRUPTIONS))
 async def test_resume_refuses_corrupt_log(rule: str) -> None:
     """Each corruption rule makes resume raise CorruptLogError naming the record."""
     mutate, message = CORRUPTIONS[rule]
-    store = MemoryRunStore()
-    _place(store, mutate(await _recorded_writes()))
+    store = await _stored(mutate(await _recorded_writes()))
     definition = make_definition(replies(*SCRIPT), store)
     request = make_request("r", tools=scenario_tools(Effects()))
     expected_error: type[Exception] = (

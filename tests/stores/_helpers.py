@@ -13,20 +13,25 @@ from typing import Any
 import pytest
 
 from polyloop.ports import RunLog, RunStore
+from polyloop.serialization import LogRecord
 from polyloop.stores.jsonl import JsonlRunStore
 from polyloop.stores.memory import MemoryRunStore
 from polyloop.stores.postgres import PostgresRunStore
 from polyloop.stores.sqlite import SqliteRunStore
+from polyloop.testing import (
+    StepWrites,
+    model_failure_step,
+    run_finished,
+    run_log_from,
+    run_started,
+    tool_step,
+    write_records,
+)
 from polyloop.types import (
-    ActionOutcome,
-    ActionStatus,
     Intent,
     IntentKind,
     ModelCallResult,
-    ModelReply,
-    ReplayPolicy,
     RunFinished,
-    RunResult,
     RunStarted,
     StepCompleted,
     StepRecord,
@@ -99,79 +104,69 @@ class Opened:
 
 
 def started(run_id: str, **extra: str) -> RunStarted:
-    return RunStarted(run_id, {"model_client.kind": "scripted", "store.kind": "x", **extra})
+    return run_started(run_id, {"model_client.kind": "scripted", "store.kind": "x", **extra})
+
+
+def noop_step(run_id: str, k: int, observation: str = "ok") -> StepWrites:
+    """Step ``k`` called the safe tool ``noop``, which answered ``observation``."""
+    return tool_step(
+        run_id,
+        k,
+        tool_name="noop",
+        observation=observation,
+        action="CALL noop {}",
+        content=f"CALL noop {{}} #{k}",
+        thinking="hm",
+        call_id=f"c{k}",
+        prompt_chars=100 + k,
+        step_wall_ms=k,
+    )
 
 
 def intent(run_id: str, kind: IntentKind, k: int) -> Intent:
-    prefix = "model" if kind is IntentKind.MODEL_CALL else "action"
-    return Intent(run_id, kind, k, f"{prefix}-{k}", ReplayPolicy.SAFE)
+    writes = noop_step(run_id, k)
+    if kind is IntentKind.MODEL_CALL:
+        return writes.model_intent
+    assert writes.action_intent is not None
+    return writes.action_intent
 
 
 def model_result(run_id: str, k: int, *, failed: bool = False) -> ModelCallResult:
     if failed:
-        return ModelCallResult(run_id, f"model-{k}", None, "RuntimeError: boom")
-    return ModelCallResult(
-        run_id, f"model-{k}", ModelReply(f"c{k}", f"CALL noop {{}} #{k}", "hm"), None
-    )
+        return model_failure_step(run_id, k, failure="RuntimeError: boom").model_result
+    return noop_step(run_id, k).model_result
 
 
 def step(k: int, observation: str = "ok") -> StepRecord:
-    return StepRecord(
-        step_idx=k,
-        raw_output=f"CALL noop {{}} #{k}",
-        content_chars=14,
-        thinking_chars=2,
-        action="CALL noop {}",
-        parse_ok=True,
-        parse_error=None,
-        observation=observation,
-        observation_is_synthetic=False,
-        observation_truncated_chars=0,
-        prompt_chars=100 + k,
-        call_id=f"c{k}",
-        step_wall_ms=k,
-        tool_name="noop",
-        tool_arguments="{}",
-        action_status=ActionStatus.EXECUTED,
-    )
+    return noop_step("", k, observation).step
 
 
 def step_completed(run_id: str, k: int, observation: str = "ok") -> StepCompleted:
-    outcome = ActionOutcome(ActionStatus.EXECUTED, observation, False, False, 0)
-    return StepCompleted(run_id, f"action-{k}", outcome, step(k, observation))
+    return noop_step(run_id, k, observation).step_completed
 
 
 def finished(run_id: str, steps: int) -> RunFinished:
-    return RunFinished(
-        run_id,
-        RunResult(run_id, StopReason.STEP_BUDGET, None, tuple(step(k) for k in range(steps))),
-    )
+    return run_finished(run_id, [step(k) for k in range(steps)], StopReason.STEP_BUDGET)
+
+
+def _run_records(run_id: str, steps: int, *, finish: bool) -> list[LogRecord]:
+    records: list[LogRecord] = [started(run_id)]
+    for k in range(steps):
+        records += noop_step(run_id, k).records
+    if finish:
+        records.append(finished(run_id, steps))
+    return records
 
 
 async def write_run(store: RunStore, run_id: str, steps: int, *, finish: bool = True) -> RunLog:
     """Write a whole well-formed run through ``store``; return the log it should read back."""
-    await store.write_run_started(started(run_id))
-    for k in range(steps):
-        await store.write_intent(intent(run_id, IntentKind.MODEL_CALL, k))
-        await store.write_model_call_result(model_result(run_id, k))
-        await store.write_intent(intent(run_id, IntentKind.ACTION, k))
-        await store.write_step_completed(step_completed(run_id, k))
-    if finish:
-        await store.write_run_finished(finished(run_id, steps))
-    return expected_log(run_id, steps, finish=finish)
+    records = _run_records(run_id, steps, finish=finish)
+    await write_records(store, records)
+    return run_log_from(records)
 
 
 def expected_log(run_id: str, steps: int, *, finish: bool = True) -> RunLog:
-    intents: list[Intent] = []
-    for k in range(steps):
-        intents += [intent(run_id, IntentKind.MODEL_CALL, k), intent(run_id, IntentKind.ACTION, k)]
-    return RunLog(
-        started=started(run_id),
-        intents=tuple(intents),
-        model_results=tuple(model_result(run_id, k) for k in range(steps)),
-        steps=tuple(step_completed(run_id, k) for k in range(steps)),
-        finished=finished(run_id, steps) if finish else None,
-    )
+    return run_log_from(_run_records(run_id, steps, finish=finish))
 
 
 # Small blocking file helpers: tests touch files between awaits, where blocking is harmless.

@@ -320,3 +320,82 @@ def test_shells_pickle_and_deep_copy_even_with_read_only_mappings() -> None:
     for shell in (call, event, plain, ToolCall("search", {"q": 1}), RunLog()):
         assert pickle.loads(pickle.dumps(shell)) == shell
         assert copy.deepcopy(shell) == shell
+
+
+#: Every Protocol whose methods an implementation writes: the five seams and the capabilities.
+IMPLEMENTED_PROTOCOLS = (
+    *EXPECTED_METHODS,
+    ports.RunLease,
+    ports.RunLeasing,
+    ports.RunListing,
+    ports.StoreClosing,
+)
+
+
+def _methods_and_properties(protocol: type[Any]) -> dict[str, Any]:
+    return {
+        name: value.fget if isinstance(value, property) else value
+        for name, value in vars(protocol).items()
+        if not name.startswith("_") and (inspect.isfunction(value) or isinstance(value, property))
+    }
+
+
+@pytest.mark.parametrize("protocol", IMPLEMENTED_PROTOCOLS, ids=lambda p: p.__name__)
+def test_every_seam_method_documents_what_an_implementation_guarantees(
+    protocol: type[Any],
+) -> None:
+    """Each method of each seam and optional capability has its own docstring, where an
+    implementer reads what it must guarantee."""
+    undocumented = [
+        name
+        for name, function in _methods_and_properties(protocol).items()
+        if not (function.__doc__ or "").strip()
+    ]
+    assert [] == undocumented
+
+
+#: The methods whose callers rely on what they raise: each docstring says it ("Raises ...").
+RAISING_METHODS = (
+    (ports.ModelClient, "call"),
+    (ports.DecisionParser, "parse"),
+    (ports.ActionExecutor, "execute"),
+    (ports.EventSink, "emit"),
+    (ports.RunStore, "write_run_started"),
+    (ports.RunStore, "write_intent"),
+    (ports.RunStore, "write_model_call_result"),
+    (ports.RunStore, "write_step_completed"),
+    (ports.RunStore, "read_log"),
+    (ports.RunStore, "write_run_finished"),
+    (ports.RunLeasing, "acquire_run_lease"),
+    (ports.RunLeasing, "run_lease_holder"),
+    (ports.RunListing, "list_run_ids"),
+)
+
+#: The awaited seam calls the contract kit cancels: each says that cancellation passes through.
+CANCELLED_BY_THE_KIT = (
+    (ports.ModelClient, "call"),
+    (ports.ActionExecutor, "execute"),
+    (ports.EventSink, "emit"),
+)
+
+
+@pytest.mark.parametrize(
+    ("protocol", "method"), RAISING_METHODS, ids=[f"{p.__name__}.{m}" for p, m in RAISING_METHODS]
+)
+def test_seam_methods_say_what_they_raise(protocol: type[Any], method: str) -> None:
+    """The docstring of each method a caller handles the errors of has a "Raises" sentence."""
+    assert "Raises" in (getattr(protocol, method).__doc__ or "")
+
+
+@pytest.mark.parametrize(
+    ("protocol", "method"),
+    CANCELLED_BY_THE_KIT,
+    ids=[f"{p.__name__}.{m}" for p, m in CANCELLED_BY_THE_KIT],
+)
+def test_cancellable_seam_methods_say_cancellation_passes_through(
+    protocol: type[Any], method: str
+) -> None:
+    """The seam methods the contract kit cancels say that CancelledError must propagate."""
+    text = " ".join((getattr(protocol, method).__doc__ or "").split())
+    assert "Cancellation passes through" in text
+    assert "CancelledError" in text

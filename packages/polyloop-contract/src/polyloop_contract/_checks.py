@@ -10,6 +10,7 @@ import asyncio
 import importlib.machinery
 import inspect
 import os
+import re
 import sys
 import threading
 import time
@@ -17,14 +18,58 @@ from collections.abc import Awaitable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import NoReturn, TypeVar, cast
 
+from hypothesis import Phase
+
 T = TypeVar("T")
 
 #: Seconds a single seam call may take before the rule fails as "did not return".
 CALL_TIMEOUT = 30.0
 
+#: Hypothesis' phases for the kit's rules. Not ``explain``: the lines it lists are the kit's
+#: own, which tell the implementer nothing (the falsifying steps and their traceback do).
+HYPOTHESIS_PHASES = tuple(phase for phase in Phase if phase is not Phase.explain)
+
 
 class ContractViolation(AssertionError):
     """A seam implementation broke a rule of its contract."""
+
+
+#: The longest ``repr`` of one value a message shows; a longer one is cut in the middle.
+SHOWN_CHARACTERS = 80
+#: Any run of this many characters without a space is a value nobody reads in full.
+_LONG_TOKEN = re.compile(r"\S{200,}")
+#: The longest line of a failure message (the rest is cut, with a note).
+_LONGEST_LINE = 2000
+
+
+def _cut(text: str, limit: int, size: str) -> str:
+    keep = max(limit - 24, 8)
+    return f"{text[: keep * 3 // 4]}...{text[-(keep // 4) :]} ({size})"
+
+
+def shown(value: object, limit: int = SHOWN_CHARACTERS) -> str:
+    """``repr(value)`` for a message, cut in the middle with a length note when it is long.
+
+    A 10 000-character run_id reads ``'rrrr...rrr' (10000 characters)``: the message stays one
+    readable line and still says how long the value was.
+    """
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    size = f"{len(value)} characters" if isinstance(value, str) else f"{len(text)} characters"
+    return _cut(text, limit, size)
+
+
+def clipped(text: str, limit: int = 300) -> str:
+    """``text`` (not a repr) cut to about ``limit`` characters, with a length note."""
+    return text if len(text) <= limit else _cut(text, limit, f"{len(text)} characters")
+
+
+def _readable(detail: str) -> str:
+    """A message whose long values and lines are cut: the last guard for values a rule
+    formats without :func:`shown` (an implementation's own error text, a whole record)."""
+    detail = _LONG_TOKEN.sub(lambda match: clipped(match.group(0), 120), detail)
+    return "\n".join(clipped(line, _LONGEST_LINE) for line in detail.split("\n"))
 
 
 class Rule:
@@ -37,7 +82,7 @@ class Rule:
         self.name = name
 
     def fail(self, detail: str) -> NoReturn:
-        raise ContractViolation(f"{self.seam} rule '{self.name}': {detail}")
+        raise ContractViolation(f"{self.seam} rule '{self.name}': {_readable(detail)}")
 
     def check(self, condition: bool, detail: str) -> None:
         if not condition:
@@ -53,8 +98,15 @@ class Rule:
             self.fail(f"{what} did not return within {CALL_TIMEOUT:g} s")
         except Exception as error:
             raise ContractViolation(
-                f"{self.seam} rule '{self.name}': {what} raised {type(error).__name__}: {error}"
+                f"{self.seam} rule '{self.name}': "
+                + _readable(f"{what} raised {type(error).__name__}: {clipped(str(error))}")
             ) from error
+        finally:
+            # Cancelled before the call even started: close it, or it warns "never awaited".
+            if inspect.iscoroutine(awaitable) and (
+                inspect.getcoroutinestate(awaitable) == inspect.CORO_CREATED
+            ):
+                awaitable.close()
 
 
 async def _as_coroutine(awaitable: Awaitable[T]) -> T:
@@ -164,6 +216,26 @@ _SECRET_MARKERS = (
     "bearer",
     "private_key",
 )
+#: A password in a URL's userinfo: ``scheme://user:password@host``.
+_URL_PASSWORD = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s/@:]*:(?P<password>[^\s/@]*)@")
+#: A password in a key=value connection string (libpq, ODBC, JDBC, a URL's query string).
+_KEYWORD_PASSWORD = re.compile(
+    r"(?i)(?:^|[\s;&?,])(?:password|passwd|pwd)\s*=\s*(?P<password>'[^']*'|\"[^\"]*\"|[^\s;&,]*)"
+)
+#: What a redacted password looks like: stars, or a word in angle brackets, or "redacted".
+_MASKED = re.compile(r"(?i)^(?:\*+|x+|<[^>]*>|\[?redacted\]?|\.\.\.)$")
+
+
+def _password_in(text: str) -> str | None:
+    """The kind of password ``text`` carries in clear (URL userinfo, ``password=``), if any."""
+    for kind, pattern in (("URL userinfo", _URL_PASSWORD), ("password=", _KEYWORD_PASSWORD)):
+        for match in pattern.finditer(text):
+            password = match.group("password").strip("'\"")
+            if password and not _MASKED.match(password):
+                return kind
+    return None
+
+
 #: A single call slower than this is not "cheap" (generous: CI machines are slow).
 PARAMETERS_BUDGET_SECONDS = 0.1
 
@@ -255,4 +327,11 @@ def check_parameters_stable_no_secrets(seam: str, seam_object: object) -> None:
                 not text.startswith(("Bearer ", "sk-", "ghp_", "xoxb-")),
                 f"parameters() value of {key!r} looks like a credential; never put secrets "
                 "into parameters",
+            )
+            kind = _password_in(text)
+            secrets.check(
+                kind is None,
+                f"parameters() value of {key!r} carries a password ({kind}); snapshots are "
+                "stored in every run log, so name the database or host, never the credentials "
+                "that reach it",
             )

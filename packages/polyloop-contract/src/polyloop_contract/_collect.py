@@ -83,11 +83,14 @@ _HIDDEN_DIRECTORIES = (
 
 
 def _format_outside_kit(error: BaseException) -> str:
-    """The traceback of ``error`` without the frames of the kit and of asyncio."""
+    """The traceback of ``error`` without the frames of the kit and of asyncio; long lines cut."""
+    from polyloop_contract._checks import clipped
+
     summary = traceback.TracebackException.from_exception(error)
     frames = [f for f in summary.stack if not f.filename.startswith(_HIDDEN_DIRECTORIES)]
     summary.stack = traceback.StackSummary.from_list(frames)
-    return "".join(summary.format()).rstrip()
+    text = "".join(summary.format()).rstrip()
+    return "\n".join(clipped(line, 500) for line in text.splitlines())
 
 
 @dataclass(frozen=True)
@@ -117,23 +120,69 @@ class ShortFailure:
         return self.text
 
 
+def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
+    found: list[BaseException] = []
+    for inner in group.exceptions:
+        found += _leaves(inner) if isinstance(inner, BaseExceptionGroup) else [inner]
+    return found
+
+
+def _explained(error: BaseException) -> list[str]:
+    """One failure in words: the rule's message (or the exception), hypothesis' notes, and the
+    traceback of what the implementation under test raised."""
+    from polyloop_contract._checks import ContractViolation, clipped
+
+    if isinstance(error, ContractViolation):
+        parts = [str(error)]
+        cause = error.__cause__
+    else:
+        parts = [clipped(f"{type(error).__name__}: {error}", 500)]
+        cause = error
+    parts += [str(note) for note in getattr(error, "__notes__", ())]
+    if cause is not None:
+        parts.append("raised by the implementation under test:")
+        parts.append(_format_outside_kit(cause))
+    return parts
+
+
+def _headline(error: BaseException) -> str:
+    """The start of one failure's first line, for the summary line of several."""
+    text = str(error).split("\n", 1)[0] or type(error).__name__
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
 def short_failure(item: pytest.Item, error: BaseException) -> ShortFailure | None:
     """The report of a kit rule that failed: the rule's message, not the kit's traceback.
 
     Hypothesis notes (the falsifying example) are kept, and so is the traceback of an exception
-    raised by the implementation under test, which is the code the reader has to fix.
+    raised by the implementation under test, which is the code the reader has to fix. When
+    hypothesis found several distinct failures, each is reported under its own rule, and the
+    first line (what ``-ra`` and JUnit show) names every one of them.
     """
     from polyloop_contract._checks import ContractViolation
 
-    if not isinstance(error, ContractViolation) or not isinstance(item.parent, SuiteModule):
+    if not isinstance(item.parent, SuiteModule):
         return None
-    parts = [str(error)]
-    parts += [str(note) for note in getattr(error, "__notes__", ())]
-    cause = error.__cause__
-    if cause is not None:
-        parts.append("raised by the implementation under test:")
-        parts.append(_format_outside_kit(cause))
+    if isinstance(error, ContractViolation):
+        failures: list[BaseException] = [error]
+    elif isinstance(error, BaseExceptionGroup):
+        failures = _leaves(error)
+        if not any(isinstance(failure, ContractViolation) for failure in failures):
+            return None
+    else:
+        return None
+    if len(failures) == 1:
+        parts = _explained(failures[0])
+        crash = str(failures[0])
+    else:
+        crash = f"{len(failures)} distinct failures: " + " | ".join(
+            _headline(failure) for failure in failures
+        )
+        parts = [crash]
+        for number, failure in enumerate(failures, start=1):
+            parts.append(f"--- failure {number} of {len(failures)} ---")
+            parts += _explained(failure)
     module = item.parent.name
     parts.append(f"(rule checked by polyloop_contract.suites.{module}.{item.name.split('[')[0]})")
     path, lineno, _ = item.location
-    return ShortFailure("\n".join(parts), _Crash(path, (lineno or 0) + 1, str(error)))
+    return ShortFailure("\n".join(parts), _Crash(path, (lineno or 0) + 1, crash))

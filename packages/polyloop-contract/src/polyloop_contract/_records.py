@@ -1,26 +1,35 @@
-"""Realistic run-log records, the order the loop writes them in, and how to describe a mismatch.
+"""The run logs the kit writes, built with the record builders of :mod:`polyloop.testing`.
 
-The kit writes only logs the loop itself could write (RunStarted first; per step a model-call
-intent, its result, optionally an action intent, then StepCompleted; RunFinished last), so a
-store that validates its input is never failed for refusing nonsense.
+The kit writes only what the loop itself could write, record by record: RunStarted first; per
+step a model-call intent, its result, an action intent where an action was attempted, then
+StepCompleted; RunFinished last — so a store that validates its input is never failed for
+refusing nonsense. The text is awkward on purpose (quotes, escapes, NUL, non-BMP, RTL), and
+every value differs from run to run and from step to step, so a record filed under the wrong
+run or step shows.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from polyloop.ports import RunLog
+from polyloop.serialization import LogRecord
+from polyloop.testing import (
+    StepWrites,
+    code_step,
+    model_failure_step,
+    parse_failure_step,
+    run_log_from,
+    tool_step,
+    write_records,
+)
+from polyloop.testing import run_finished as finished_record
+from polyloop.testing import run_started as started_record
 from polyloop.types import (
-    ActionOutcome,
-    ActionStatus,
     Intent,
-    IntentKind,
     ModelCallResult,
-    ModelReply,
     ReplayPolicy,
     RunFinished,
-    RunResult,
     RunStarted,
     StepCompleted,
     StepRecord,
@@ -28,76 +37,108 @@ from polyloop.types import (
 )
 
 if TYPE_CHECKING:
-    from polyloop.ports import RunStore
+    from polyloop.ports import RunLog, RunStore
 
-LogRecord = RunStarted | Intent | ModelCallResult | StepCompleted | RunFinished
+__all__ = [
+    "AWKWARD_TEXT",
+    "LONG_OBSERVATION",
+    "LogModel",
+    "LogRecord",
+    "action_writes",
+    "code_writes",
+    "expected_log",
+    "full_run",
+    "method_for",
+    "model_failure_writes",
+    "parse_failure_writes",
+    "run_finished",
+    "run_started",
+    "step_writes",
+    "write",
+]
 
 #: Text that stresses an encoding: quotes, escapes, newlines, NUL, non-BMP, RTL, combining.
 AWKWARD_TEXT = 'line one\nline "two"\t\\ \x00 \u2028 é e\u0301 \u05d0\u05d1 \U0001f600 }{ ]['
 
 
-def model_intent(run_id: str, k: int) -> Intent:
-    return Intent(run_id, IntentKind.MODEL_CALL, k, f"model-{k}", ReplayPolicy.SAFE)
+#: An observation longer than 65 535 characters (and UTF-8 bytes): a tool's whole output.
+LONG_OBSERVATION = "".join(f"output line {n:05d}: é 中 \U0001f600\n" for n in range(3_500))
 
 
-def action_intent(run_id: str, k: int) -> Intent:
-    return Intent(run_id, IntentKind.ACTION, k, f"action-{k}", ReplayPolicy.NEVER)
+def _content(run_id: str, k: int) -> str:
+    return f"step {k} of {run_id}: {AWKWARD_TEXT}"
 
 
-def model_result(run_id: str, k: int, *, failed: bool = False) -> ModelCallResult:
-    if failed:
-        return ModelCallResult(
-            run_id, f"model-{k}", None, f"TimeoutError: call {k} of {run_id} timed out"
-        )
-    reply = ModelReply(
-        call_id=f"call-{run_id}-{k}",
-        content=f"step {k} of {run_id}: {AWKWARD_TEXT}",
-        thinking=f"thinking {k}",
-    )
-    return ModelCallResult(run_id, f"model-{k}", reply, None)
+def _call_id(run_id: str, k: int) -> str:
+    return f"call-{run_id}-{k}"
 
 
-def outcome(run_id: str, k: int) -> ActionOutcome:
-    return ActionOutcome(
-        status=ActionStatus.EXECUTED,
-        observation=f"observation {k} of {run_id}",
-        observation_is_synthetic=False,
-        env_reported_completion=False,
+def action_writes(run_id: str, k: int, *, observation: str | None = None) -> StepWrites:
+    """Step ``k`` called tool ``search`` (never to be replayed) and it executed."""
+    return tool_step(
+        run_id,
+        k,
+        tool_name="search",
+        arguments={"q": str(k)},
+        observation=f"observation {k} of {run_id}" if observation is None else observation,
         observation_truncated_chars=k,
-    )
-
-
-def step_record(run_id: str, k: int, *, with_action: bool = True) -> StepRecord:
-    return StepRecord(
-        step_idx=k,
-        raw_output=f"step {k} of {run_id}: {AWKWARD_TEXT}",
-        content_chars=40 + k,
-        thinking_chars=10,
-        action=f"search({k})" if with_action else None,
-        parse_ok=with_action,
-        parse_error=None if with_action else f"no action in step {k}",
-        observation=f"observation {k} of {run_id}",
-        observation_is_synthetic=not with_action,
-        observation_truncated_chars=k if with_action else 0,
+        action=f"search({k})",
+        content=_content(run_id, k),
+        thinking=f"thinking {k}",
+        call_id=_call_id(run_id, k),
+        replay_policy=ReplayPolicy.NEVER,
         prompt_chars=1000 + k,
-        call_id=f"call-{run_id}-{k}",
         step_wall_ms=7 * k,
-        tool_name="search" if with_action else None,
-        tool_arguments=f'{{"q":"{k}"}}' if with_action else None,
-        action_status=ActionStatus.EXECUTED if with_action else None,
-        env_reported_completion=False,
     )
 
 
-def step_completed(run_id: str, k: int, *, with_action: bool = True) -> StepCompleted:
-    if with_action:
-        return StepCompleted(
-            run_id, f"action-{k}", outcome(run_id, k), step_record(run_id, k, with_action=True)
-        )
-    return StepCompleted(run_id, None, None, step_record(run_id, k, with_action=False))
+def parse_failure_writes(run_id: str, k: int) -> StepWrites:
+    """Step ``k``'s reply could not be parsed: no action intent."""
+    return parse_failure_step(
+        run_id,
+        k,
+        content=_content(run_id, k),
+        explanation=f"no action in step {k} of {run_id}",
+        thinking=f"thinking {k}",
+        call_id=_call_id(run_id, k),
+        prompt_chars=1000 + k,
+        step_wall_ms=7 * k,
+    )
+
+
+def code_writes(run_id: str, k: int) -> StepWrites:
+    """Step ``k`` ran tool-less code."""
+    return code_step(
+        run_id,
+        k,
+        f"print({k!r}, {run_id!r})",
+        observation=f"{k} {run_id}",
+        content=_content(run_id, k),
+        call_id=_call_id(run_id, k),
+        prompt_chars=1000 + k,
+        step_wall_ms=7 * k,
+    )
+
+
+def model_failure_writes(run_id: str, k: int) -> StepWrites:
+    """Step ``k``'s model call failed (which ends a run with ``llm_error``)."""
+    return model_failure_step(
+        run_id,
+        k,
+        failure=f"TimeoutError: call {k} of {run_id} timed out",
+        observation=f"model call {k} of {run_id} failed",
+        prompt_chars=1000 + k,
+        step_wall_ms=7 * k,
+    )
+
+
+def step_writes(run_id: str, k: int) -> StepWrites:
+    """The writes of step ``k`` of a run that goes on; the pattern varies with ``k``."""
+    return (action_writes, parse_failure_writes, code_writes)[k % 3](run_id, k)
 
 
 def run_started(run_id: str, **extra: str) -> RunStarted:
+    """A RunStarted whose snapshot names the run; ``extra`` adds (or changes) entries."""
     snapshot = {
         "model_client.model": "contract-model",
         "request.budget.max_steps": "20",
@@ -106,73 +147,39 @@ def run_started(run_id: str, **extra: str) -> RunStarted:
         "request.run": run_id,
         **extra,
     }
-    return RunStarted(run_id, snapshot)
+    return started_record(run_id, snapshot)
 
 
-def run_finished(run_id: str, steps: tuple[StepRecord, ...] = ()) -> RunFinished:
-    result = RunResult(
-        run_id=run_id,
-        stop_reason=StopReason.AGENT_FINISHED,
-        final_answer=f"the answer for {run_id}",
-        steps=steps,
-        event_delivery_failures=1,
-    )
-    return RunFinished(run_id, result)
-
-
-def step_writes(run_id: str, k: int) -> list[LogRecord]:
-    """The writes of step ``k``; the pattern varies with ``k`` (action, parse failure, model failure)."""
-    kind = k % 3
-    if kind == 0:  # an executed action
-        return [
-            model_intent(run_id, k),
-            model_result(run_id, k),
-            action_intent(run_id, k),
-            step_completed(run_id, k, with_action=True),
-        ]
-    if kind == 1:  # the reply could not be parsed: no action intent
-        return [
-            model_intent(run_id, k),
-            model_result(run_id, k),
-            step_completed(run_id, k, with_action=False),
-        ]
-    return [  # the model call failed
-        model_intent(run_id, k),
-        model_result(run_id, k, failed=True),
-        step_completed(run_id, k, with_action=False),
-    ]
+def run_finished(
+    run_id: str,
+    steps: tuple[StepRecord, ...] = (),
+    reason: StopReason = StopReason.STEP_BUDGET,
+) -> RunFinished:
+    """A RunFinished with ``steps`` (and one event delivery failure, so the count round-trips)."""
+    return finished_record(run_id, steps, reason, event_delivery_failures=1)
 
 
 def full_run(run_id: str, steps: int, *, finish: bool = True) -> list[LogRecord]:
-    """Every write of a run of ``steps`` steps, in the order the loop makes them."""
-    writes: list[LogRecord] = [run_started(run_id)]
-    records: list[StepRecord] = []
-    for k in range(steps):
-        batch = step_writes(run_id, k)
-        writes.extend(batch)
-        last = batch[-1]
-        assert isinstance(last, StepCompleted)
-        records.append(last.step)
+    """Every write of a run of ``steps`` steps, in the order the loop makes them.
+
+    A finished run stops on its step budget, which its snapshot sets to ``steps``.
+    """
+    writes: list[LogRecord] = [run_started(run_id, **{"request.budget.max_steps": str(steps)})]
+    made = [step_writes(run_id, k) for k in range(steps)]
+    for step in made:
+        writes.extend(step.records)
     if finish:
-        writes.append(run_finished(run_id, tuple(records)))
+        writes.append(run_finished(run_id, tuple(step.step for step in made)))
     return writes
 
 
 async def write(store: RunStore, record: LogRecord) -> None:
     """Hand ``record`` to the store method for its kind."""
-    if isinstance(record, RunStarted):
-        await store.write_run_started(record)
-    elif isinstance(record, Intent):
-        await store.write_intent(record)
-    elif isinstance(record, ModelCallResult):
-        await store.write_model_call_result(record)
-    elif isinstance(record, StepCompleted):
-        await store.write_step_completed(record)
-    else:
-        await store.write_run_finished(record)
+    await write_records(store, (record,))
 
 
 def method_for(record: LogRecord) -> str:
+    """The name of the store method that writes ``record``."""
     return {
         RunStarted: "write_run_started",
         Intent: "write_intent",
@@ -182,116 +189,23 @@ def method_for(record: LogRecord) -> str:
     }[type(record)]
 
 
+def expected_log(records: list[LogRecord]) -> RunLog:
+    """What a correct store reads back after ``records`` were written, in order."""
+    return run_log_from(records)
+
+
 @dataclass
 class LogModel:
-    """The plain model of one run log: what a correct store returns after these writes."""
+    """The plain model of one run log: the records written, in order."""
 
-    started: RunStarted | None = None
-    intents: list[Intent] = field(default_factory=list)
-    model_results: list[ModelCallResult] = field(default_factory=list)
-    steps: list[StepCompleted] = field(default_factory=list)
-    finished: RunFinished | None = None
+    records: list[LogRecord] = field(default_factory=list)
 
     def add(self, record: LogRecord) -> None:
-        if isinstance(record, RunStarted):
-            self.started = record
-        elif isinstance(record, Intent):
-            self.intents.append(record)
-        elif isinstance(record, ModelCallResult):
-            self.model_results.append(record)
-        elif isinstance(record, StepCompleted):
-            self.steps.append(record)
-        else:
-            self.finished = record
+        self.records.append(record)
+
+    @property
+    def finished(self) -> bool:
+        return any(isinstance(record, RunFinished) for record in self.records)
 
     def log(self) -> RunLog:
-        return RunLog(
-            self.started,
-            tuple(self.intents),
-            tuple(self.model_results),
-            tuple(self.steps),
-            self.finished,
-        )
-
-
-def expected_log(records: list[LogRecord]) -> RunLog:
-    model = LogModel()
-    for record in records:
-        model.add(record)
-    return model.log()
-
-
-def describe(record: object) -> str:
-    """A short, readable name of a record for failure messages."""
-    if isinstance(record, RunStarted):
-        return f"RunStarted(run_id={record.run_id!r})"
-    if isinstance(record, Intent):
-        return (
-            f"Intent(kind={record.kind.value}, call_index={record.call_index}, "
-            f"result_id={record.result_id!r})"
-        )
-    if isinstance(record, ModelCallResult):
-        state = "failure" if record.failure is not None else "reply"
-        return f"ModelCallResult(result_id={record.result_id!r}, {state})"
-    if isinstance(record, StepCompleted):
-        action = "with action" if record.result_id is not None else "no action"
-        return f"StepCompleted(step {record.step.step_idx}, {action})"
-    if isinstance(record, RunFinished):
-        return f"RunFinished(stop_reason={record.result.stop_reason.value})"
-    return repr(record)
-
-
-def _first_difference(expected: object, actual: object) -> str:
-    """Name the first field that differs between two records of one type."""
-    if type(expected) is not type(actual):
-        return f"a {type(actual).__name__} where a {type(expected).__name__} belongs"
-    try:
-        names = [f.name for f in fields(expected)]  # type: ignore[arg-type]
-    except TypeError:
-        return f"{actual!r} instead of {expected!r}"
-    for name in names:
-        want, got = getattr(expected, name), getattr(actual, name)
-        if want != got:
-            inner = _first_difference(want, got) if hasattr(want, "__dataclass_fields__") else ""
-            if inner:
-                return f"field {name}: {inner}"
-            return f"field {name} is {_short(got)} instead of {_short(want)}"
-    return "equal fields but unequal records"
-
-
-def _short(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 120 else text[:117] + "..."
-
-
-def log_difference(expected: RunLog, actual: object) -> str | None:
-    """``None`` when ``actual`` equals ``expected``; else the first difference, in words."""
-    if not isinstance(actual, RunLog):
-        return f"read_log returned {type(actual).__name__}, not a RunLog"
-    for name in ("started", "finished"):
-        want, got = getattr(expected, name), getattr(actual, name)
-        if want != got:
-            if got is None:
-                return f"{describe(want)} is missing"
-            if want is None:
-                return f"an unexpected {describe(got)} is present"
-            return f"{describe(want)} reads back with {_first_difference(want, got)}"
-    for name in ("intents", "model_results", "steps"):
-        want_seq, got_seq = getattr(expected, name), getattr(actual, name)
-        if tuple(want_seq) == tuple(got_seq):
-            continue
-        for position in range(max(len(want_seq), len(got_seq))):
-            if position >= len(got_seq):
-                return f"{name} #{position}: {describe(want_seq[position])} is missing"
-            if position >= len(want_seq):
-                return f"{name} #{position}: an unexpected {describe(got_seq[position])} is present"
-            want, got = want_seq[position], got_seq[position]
-            if want != got:
-                if type(want) is type(got) and want in tuple(got_seq):
-                    return (
-                        f"{name} #{position}: {describe(got)} where {describe(want)} was written "
-                        "(records come back out of write order)"
-                    )
-                return f"{name} #{position}: {describe(want)} reads back with {_first_difference(want, got)}"
-        return f"{name} differ"
-    return None
+        return run_log_from(self.records)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import sys
 import types
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from typing import NoReturn
 
 import pytest
@@ -21,10 +22,13 @@ from polyloop.ports import Action, ActionExecutor, DecisionParser, EventSink, Mo
 from polyloop_contract import _report
 from polyloop_contract.capabilities import StoreCapabilities
 
+#: What a store callable returns: the store, or an async context manager yielding it (which
+#: the kit leaves when the rule is done with the store), either of them directly or awaitable.
+MadeStore = RunStore | AbstractAsyncContextManager[RunStore]
 #: ``polyloop_store_factory``: returns a fresh, empty store on every call (sync or async).
-StoreFactory = Callable[[], RunStore | Awaitable[RunStore]]
+StoreFactory = Callable[[], MadeStore | Awaitable[MadeStore]]
 #: ``polyloop_store_reopen``: given a store from the factory, a new store object on its storage.
-StoreReopen = Callable[[RunStore], RunStore | Awaitable[RunStore]]
+StoreReopen = Callable[[RunStore], MadeStore | Awaitable[MadeStore]]
 #: ``polyloop_store_child_opener``: given a store from the factory, a picklable zero-argument
 #: callable that opens a store object on the same storage when called in another process.
 StoreChildOpener = Callable[[RunStore], Callable[[], RunStore | Awaitable[RunStore]]]

@@ -227,7 +227,26 @@ class ModelClient(Protocol):
     able to tell an infrastructure failure from a model that really said nothing.
     """
 
-    async def call(self, call: ModelCall) -> ModelReply: ...
+    async def call(self, call: ModelCall) -> ModelReply:
+        """Answer one model call with the model's reply.
+
+        The loop makes one call per step and awaits it before doing anything else in that run:
+        the calls of one run never overlap, while runs that share a client may call it
+        concurrently. A resumed run whose model call may be replayed calls again with the same
+        ``call.result_id``, so a client that forwards it lets its backend recognise the repeat.
+        ``call.messages``, ``call.binding`` and ``call.tools`` are shared with later calls of
+        the run: read them, never change them.
+
+        Raises any :class:`Exception` when no reply was obtained (connection refused, timeout,
+        HTTP error, malformed body). The loop records ``"<exception type>: <message>"`` as the
+        call's failure and stops the run with ``llm_error``; it never retries.
+
+        Cancellation passes through: when the awaiting task is cancelled, let
+        :class:`asyncio.CancelledError` propagate (after giving back what the call holds),
+        never catch it to return or raise something else — the loop relies on it to record the
+        run as ``cancelled``. The contract kit checks this.
+        """
+        ...
 
     def parameters(self) -> Mapping[str, str]:
         """Report this client's reproducibility parameters (model id, sampling, endpoint).
@@ -248,7 +267,20 @@ class DecisionParser(Protocol):
     raises anyway the library lets the exception propagate rather than invent a stop reason.
     """
 
-    def parse(self, reply: ModelReply) -> ParsedReply: ...
+    def parse(self, reply: ModelReply) -> ParsedReply:
+        """Read ``reply`` into a decision, with the text the step puts into history.
+
+        Returns for every input, however broken (empty, huge, control characters, half a code
+        fence, lone surrogates): a reply that cannot be read gives :class:`InvalidDecision`,
+        whose explanation is shown to the model as the step's observation. Deterministic: the
+        same reply parses to an equal result every time, because resume parses a recorded reply
+        again — and refuses to settle an interrupted action whose reply no longer parses into
+        an action.
+
+        Raises nothing. An exception is treated as a bug of the parser: it propagates out of
+        ``run``/``resume`` and the run's log stays unfinished, with no stop reason invented.
+        """
+        ...
 
     def parameters(self) -> Mapping[str, str]:
         """Synchronous, no I/O, string values only."""
@@ -264,7 +296,32 @@ class ActionExecutor(Protocol):
     ``ENV_ERROR`` (returned or raised) means the environment can no longer serve the run.
     """
 
-    async def execute(self, action: Action) -> ActionOutcome: ...
+    async def execute(self, action: Action) -> ActionOutcome:
+        """Carry out one action and report what happened.
+
+        The loop writes the action's intent first, then awaits ``execute``, then records the
+        outcome; the actions of one run never overlap. A tool call reaches ``execute`` only
+        after the request's registry accepted its name and arguments. After a crash between
+        the intent and the recorded step, resume calls ``execute`` again for the same step only
+        when the action's replay policy is ``SAFE``; a ``NEVER`` action is not repeated.
+
+        Returns an :class:`~polyloop.types.ActionOutcome`: ``EXECUTED`` when the action ran
+        (also when it failed on its own terms), ``ENV_ERROR`` when the environment can no
+        longer serve the run, which stops it with ``env_error``. Set
+        ``observation_truncated_chars`` to the number of characters cut from the observation,
+        and ``env_reported_completion`` only when the environment says the task is done.
+
+        Raises any :class:`Exception` when the environment failed (a dead session, a lost
+        connection; :class:`polyloop.errors.EnvironmentFailure` says so explicitly): the loop
+        records ``ENV_ERROR`` with the definition's ``env_failed`` text and stops the run.
+        Returning anything but an ``ActionOutcome`` is a bug: the loop raises
+        :class:`polyloop.errors.PolyLoopError`.
+
+        Cancellation passes through: when the awaiting task is cancelled, stop the action where
+        it can be stopped and let :class:`asyncio.CancelledError` propagate, never turning it
+        into an outcome. The contract kit checks this.
+        """
+        ...
 
     def parameters(self) -> Mapping[str, str]:
         """Report reproducibility parameters, including whether the executor is stateful and
@@ -287,29 +344,99 @@ class RunStore(Protocol):
       :class:`polyloop.errors.RunAlreadyStartedError`, never overwritten.
     - Records read back equal the records written, in write order, and never alias them.
     - There is no existence query: ``read_log`` answers it.
+
+    What every write guarantees: the record is durable when the call returns, and the store
+    neither keeps nor changes the object it was handed in a way a caller could observe. The
+    loop awaits each write before it does anything else in that run, so the writes of one run
+    never overlap; writes of different runs may, on one store object, from many tasks. A
+    write whose caller is cancelled stores the record whole or not at all, lets
+    :class:`asyncio.CancelledError` propagate, and leaves the store usable: the loop writes
+    ``RunFinished(cancelled)`` right after. A write that fails for any other reason raises
+    :class:`polyloop.errors.StoreError` (or a subclass) whose message says whether the record
+    may have been stored; the loop does not catch it, so the run stops with that error and can
+    be resumed.
     """
 
-    async def write_run_started(self, record: RunStarted) -> None: ...
+    async def write_run_started(self, record: RunStarted) -> None:
+        """Record the start of run ``record.run_id``: the first record of its log.
 
-    async def write_intent(self, record: Intent) -> None: ...
+        Raises :class:`polyloop.errors.RunAlreadyStartedError` when the run already has a
+        ``RunStarted`` — written through this or any other store object on the same storage —
+        and leaves the stored one unchanged. When several writers race to start one run, the
+        storage decides: exactly one succeeds, every other one gets that error.
+        """
+        ...
 
-    async def write_model_call_result(self, record: ModelCallResult) -> None: ...
+    async def write_intent(self, record: Intent) -> None:
+        """Record that the loop is about to make a model call or execute an action.
 
-    async def write_step_completed(self, record: StepCompleted) -> None: ...
+        Written before the side effect it announces, so resume can tell "may have happened"
+        from "never started": it must be durable before the call returns.
+
+        Raises :class:`polyloop.errors.DuplicateRecordError` for a second intent of the same
+        kind and ``result_id`` in the run (a replay never writes its intent again), keeping
+        the log as it was.
+        """
+        ...
+
+    async def write_model_call_result(self, record: ModelCallResult) -> None:
+        """Record the reply, or the failure, of a model call whose intent is written.
+
+        Raises :class:`polyloop.errors.DuplicateRecordError` for a second result of the same
+        ``result_id`` in the run, keeping the log as it was.
+        """
+        ...
+
+    async def write_step_completed(self, record: StepCompleted) -> None:
+        """Record a finished step: its action's result (``result_id`` and ``action_outcome``,
+        both ``None`` when the step attempted no action) and its :class:`StepRecord`.
+
+        Atomic: no reader, and no store reopened after a crash, ever sees the action's result
+        without the step record or the other way round.
+
+        Raises :class:`polyloop.errors.DuplicateRecordError` for a second ``StepCompleted`` of
+        the same step index in the run, keeping the log as it was.
+        """
+        ...
 
     async def read_log(self, run_id: str) -> RunLog:
         """Read a whole log back.
 
         For a run_id never written, return ``RunLog()`` and do not raise: ``run`` relies on it
         to tell a fresh run from an existing one, and an exception used as flow control would
-        make "storage unreachable" look like "new run" and start it over.
+        make "storage unreachable" look like "new run" and start it over. Reading creates
+        nothing: a run only read is still unknown.
+
+        Every acknowledged write of the run is in the result, through whichever store object
+        on the same storage it was made: a cache kept by this object must not hide a write
+        made through another one. Each field holds its records in write order, in tuples
+        (never a container the store goes on changing).
+
+        Raises :class:`polyloop.errors.CorruptLogError` (naming the record) when what is stored
+        for the run cannot be read back as its records, and
+        :class:`polyloop.errors.StoreError` when the storage cannot be read at all.
         """
         ...
 
-    async def write_run_finished(self, record: RunFinished) -> None: ...
+    async def write_run_finished(self, record: RunFinished) -> None:
+        """Record how the run ended: the last record of its log.
+
+        The loop also writes it while the run is being cancelled, shielded from the
+        cancellation and bounded by the request's ``cancel_grace_seconds``: the write must be
+        able to finish after the task that started it was cancelled.
+
+        Raises :class:`polyloop.errors.RunAlreadyStartedError` (a
+        :class:`~polyloop.errors.DuplicateRecordError`) when the run already has a
+        ``RunFinished``, leaving the stored one unchanged.
+        """
+        ...
 
     def parameters(self) -> Mapping[str, str]:
-        """Synchronous, no I/O, string values only."""
+        """Name the storage (kind, database, directory), for the run's parameter snapshot.
+
+        Synchronous, no I/O, string values only, the same on every call. Never a secret: no
+        password, token or URL userinfo, since the snapshot is stored in every run log.
+        """
         ...
 
 
@@ -322,7 +449,24 @@ class EventSink(Protocol):
     observation channel, not a control channel. A failure is never re-emitted as an event.
     """
 
-    async def emit(self, event: Event) -> None: ...
+    async def emit(self, event: Event) -> None:
+        """Take one event; what the sink does with it never steers the run.
+
+        Events of one run arrive one at a time, in the order they happen, each after the
+        record it reports is durable (see :class:`EventKind`). Each delivery is bounded by the
+        ``event_timeout_seconds`` of ``run``/``resume``: a delivery still running then is
+        cancelled and counted as failed, and after three such timeouts in a row the sink is
+        not called again for the rest of that invocation. Never change ``event``: other code
+        may hold the same records.
+
+        Raises any :class:`Exception` to report a failed delivery: it is logged and counted in
+        ``RunResult.event_delivery_failures`` (except for ``RUN_FINISHED``, which comes after
+        the result is written), never retried and never raised out of the run.
+
+        Cancellation passes through: let :class:`asyncio.CancelledError` propagate, both when
+        the run is cancelled and when a delivery runs out of time. The contract kit checks it.
+        """
+        ...
 
     def parameters(self) -> Mapping[str, str]:
         """Synchronous, no I/O, string values only."""
@@ -350,8 +494,11 @@ class RunLease(Protocol):
     async def release(self) -> None:
         """Give the lease back. Idempotent: releasing a released (or lost) lease does nothing.
 
-        Must finish even when the calling task is being cancelled (the loop shields it), and
-        must not raise for a lease whose holder session is already gone.
+        Once it returns, any store object on the same storage can take the lease at once.
+        Must finish even when the calling task is being cancelled (the loop shields it, and
+        raises the cancellation again once the lease is back), and must not raise for a lease
+        whose holder session is already gone. A release that raises anyway is logged by the
+        loop, never raised over the run's own result or error.
         """
         ...
 
@@ -376,8 +523,14 @@ class RunLeasing(Protocol):
         """Take the lease of ``run_id`` now, or raise at once.
 
         Raises :class:`polyloop.errors.RunLeaseHeldError` (naming the holder where it can) when
-        any holder has it — also another store object of this process. Never waits; the loop
-        implements bounded waiting by retrying. Taking a lease creates no run log.
+        any holder has it — also another store object of this process, and also this very
+        object. Never waits; the loop implements bounded waiting by retrying. Taking a lease
+        creates no run log. A failure to reach the storage raises
+        :class:`polyloop.errors.StoreError`, never ``RunLeaseHeldError``: "cannot tell" must not
+        read as "someone else drives it".
+
+        The loop awaits it shielded from cancellation and gives back a lease granted after its
+        own task was cancelled, so the call itself is not cancelled half-way by the loop.
         """
         ...
 
@@ -386,6 +539,9 @@ class RunLeasing(Protocol):
 
         Looks without taking: it never makes a concurrent :meth:`acquire_run_lease` fail. A
         lease held by a holder the store cannot describe is ``LeaseHolder()``, every field ``None``.
+        The answer can be out of date as soon as it returns; it is for reports (``polyloop
+        runs``), never for deciding who may drive. Raises :class:`polyloop.errors.StoreError`
+        when the storage cannot be reached.
         """
         ...
 
@@ -395,7 +551,14 @@ class RunListing(Protocol):
     """Optional RunStore capability: list the runs a store holds."""
 
     async def list_run_ids(self) -> tuple[str, ...]:
-        """Every run_id with at least one record, in a stable order the store documents."""
+        """Every run_id with at least one record, in a stable order the store documents.
+
+        Sees every run written through any store object on the same storage, each run_id
+        once; a run that was only read (``read_log``) is not listed. Never blocks the event
+        loop. Raises :class:`polyloop.errors.StoreError` when the storage cannot be listed, and
+        :class:`polyloop.errors.CorruptLogError` (naming it) for an entry of the storage that
+        is not a run log the store can read.
+        """
         ...
 
 
@@ -408,6 +571,17 @@ class StoreClosing(Protocol):
     event loop.
     """
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Wait for the writes in flight, then release everything the store holds.
 
-    async def aclose(self) -> None: ...
+        Blocks the calling thread: never call it from a coroutine (use :meth:`aclose`). Every
+        lease this object still holds is free when it returns. Calling it again does nothing.
+        """
+        ...
+
+    async def aclose(self) -> None:
+        """The same as :meth:`close`, waiting without blocking the event loop.
+
+        Calling it again, or after ``close``, does nothing.
+        """
+        ...

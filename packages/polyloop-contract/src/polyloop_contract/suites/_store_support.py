@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Coroutine
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from typing import Any, cast
 
 import pytest
+import pytest_asyncio
 
 from polyloop.ports import RunStore
 from polyloop_contract import _report
@@ -45,23 +47,60 @@ def require_capability(
     pytest.skip(message)
 
 
-def _check_is_store(rule: Rule, store: object) -> RunStore:
-    absent = [m for m in _METHODS if not callable(getattr(store, m, None))]
+def _absent_methods(candidate: object) -> list[str]:
+    return [m for m in _METHODS if not callable(getattr(candidate, m, None))]
+
+
+def _check_is_store(rule: Rule, store: object, source: str = "the factory") -> RunStore:
+    absent = _absent_methods(store)
     rule.check(
         not absent,
-        f"the object from the factory ({type(store).__name__}) lacks {', '.join(absent)}",
+        f"the object from {source} ({type(store).__name__}) lacks {', '.join(absent)}",
     )
     return store  # type: ignore[return-value]
 
 
-def make_store_maker(factory: StoreFactory) -> MakeStore:
+class StoreScope:
+    """The stores one rule (or one hypothesis example) made, cleaned up when it is done.
+
+    A factory (or reopen callable) may return an async context manager instead of a store:
+    the kit enters it to get the store and leaves it when the rule, or the example of the
+    stateful rule, no longer uses the store — on the event loop that used it, in reverse
+    order of making. A store returned as it is stays the project's to close.
+    """
+
+    def __init__(self) -> None:
+        self._exits = AsyncExitStack()
+
+    async def adopt(self, rule: Rule, made: object, source: str) -> RunStore:
+        """The store ``made`` is, or the one it yields when it is an async context manager."""
+        if _absent_methods(made) and callable(getattr(made, "__aenter__", None)):
+            manager = cast(AbstractAsyncContextManager[object], made)
+            try:
+                made = await self._exits.enter_async_context(manager)
+            except Exception as error:
+                rule.fail(
+                    f"entering the async context manager that {source} returned raised "
+                    f"{type(error).__name__}: {error}"
+                )
+        return _check_is_store(rule, made, source)
+
+    async def aclose(self) -> None:
+        """Leave every context manager entered, naming the first clean-up that failed."""
+        rule = Rule(SEAM, "the stores the factory made clean up")
+        await rule.call(
+            "leaving the async context manager of a store (its clean-up)", self._exits.aclose()
+        )
+
+
+def make_store_maker(factory: StoreFactory, scope: StoreScope) -> MakeStore:
     async def make() -> RunStore:
         rule = Rule(SEAM, "the factory returns a RunStore")
         try:
-            store: object = await resolve(factory())
+            made: object = await resolve(factory())
         except Exception as error:
             rule.fail(f"polyloop_store_factory() raised {type(error).__name__}: {error}")
-        return _check_is_store(rule, store)
+        return await scope.adopt(rule, made, "polyloop_store_factory()")
 
     return make
 
@@ -70,6 +109,7 @@ def make_reopener(
     request: pytest.FixtureRequest,
     reopen: StoreReopen | None,
     capabilities: StoreCapabilities,
+    scope: StoreScope,
 ) -> Reopen:
     require_capability(request, capabilities, "reopen")
     if reopen is None:
@@ -89,6 +129,32 @@ def make_reopener(
             fresh: object = await resolve(function(store))
         except Exception as error:
             rule.fail(f"polyloop_store_reopen(store) raised {type(error).__name__}: {error}")
-        return _check_is_store(rule, fresh)
+        return await scope.adopt(rule, fresh, "polyloop_store_reopen(store)")
 
     return again
+
+
+# ---------------------------------------------------------------------------
+# Fixtures the store suites import (pytest finds a fixture in the module that imports it)
+# ---------------------------------------------------------------------------
+
+#: Every rule runs on an event loop of its own, which its stores' clean-up shares.
+aio = pytest.mark.asyncio(loop_scope="function")
+
+
+@pytest_asyncio.fixture(loop_scope="function")
+async def store_scope() -> AsyncIterator[StoreScope]:
+    """The stores this rule makes, cleaned up after it on its own event loop."""
+    scope = StoreScope()
+    yield scope
+    await scope.aclose()
+
+
+@pytest.fixture
+def reopen(
+    request: pytest.FixtureRequest,
+    polyloop_store_reopen: StoreReopen | None,
+    polyloop_store_capabilities: StoreCapabilities,
+    store_scope: StoreScope,
+) -> Reopen:
+    return make_reopener(request, polyloop_store_reopen, polyloop_store_capabilities, store_scope)

@@ -18,6 +18,7 @@ from polyloop.ports import (
 )
 from polyloop.types import ModelReply
 from polyloop_contract._checks import (
+    HYPOTHESIS_PHASES,
     Rule,
     check_parameters_no_io,
     check_parameters_shape,
@@ -28,6 +29,7 @@ from polyloop_contract._checks import (
 SEAM = "DecisionParser"
 
 PARSER_SETTINGS = settings(
+    phases=HYPOTHESIS_PHASES,
     max_examples=300,
     deadline=None,
     database=None,

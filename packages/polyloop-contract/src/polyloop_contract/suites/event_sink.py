@@ -16,7 +16,7 @@ from polyloop_contract._checks import (
     check_parameters_shape,
     check_parameters_stable_no_secrets,
 )
-from polyloop_contract._records import step_record
+from polyloop_contract._records import action_writes, parse_failure_writes
 from polyloop_contract.suites._cancel import check_cancellation_passes_through
 
 SEAM = "EventSink"
@@ -27,8 +27,8 @@ def sample_events() -> list[Event]:
     """One event of each kind, as a two-step run emits them."""
     run_id = "polyloop-contract"
     steps: tuple[StepRecord, ...] = (
-        step_record(run_id, 0),
-        step_record(run_id, 1, with_action=False),
+        action_writes(run_id, 0).step,
+        parse_failure_writes(run_id, 1).step,
     )
     return [
         Event(

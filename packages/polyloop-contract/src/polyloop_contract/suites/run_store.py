@@ -7,83 +7,73 @@ from __future__ import annotations
 
 import asyncio
 import random
-from dataclasses import replace
 
 import pytest
 
 from polyloop.errors import DuplicateRecordError, RunAlreadyStartedError
 from polyloop.ports import RunLog, RunStore
-from polyloop.types import (
-    ModelCallResult,
-    RunFinished,
-    RunResult,
-    StopReason,
-)
+from polyloop.session import model_result_id
+from polyloop.types import ModelCallResult, ModelReply, RunFinished, RunResult, StopReason
 from polyloop_contract import _report
 from polyloop_contract._checks import (
     Rule,
     check_parameters_no_io,
     check_parameters_shape,
     check_parameters_stable_no_secrets,
+    shown,
 )
+from polyloop_contract._differences import describe, log_difference
 from polyloop_contract._records import (
     AWKWARD_TEXT,
+    LONG_OBSERVATION,
     LogRecord,
-    action_intent,
-    describe,
+    action_writes,
     expected_log,
     full_run,
-    log_difference,
     method_for,
-    model_intent,
-    model_result,
+    model_failure_writes,
+    parse_failure_writes,
+    run_finished,
     run_started,
-    step_completed,
-    step_record,
     write,
 )
 from polyloop_contract.capabilities import StoreCapabilities
-from polyloop_contract.fixtures import StoreFactory, StoreReopen
+from polyloop_contract.fixtures import StoreFactory
+from polyloop_contract.suites import _store_support
 from polyloop_contract.suites._store_support import (
     SEAM,
     MakeStore,
     Reopen,
-    make_reopener,
+    StoreScope,
+    aio,
     make_store_maker,
     param_suffix,
     require_capability,
 )
 
-aio = pytest.mark.asyncio
+#: The fixtures every store suite shares (pytest finds a fixture by its name in the module).
+reopen = _store_support.reopen
+store_scope = _store_support.store_scope
 
 
 @pytest.fixture
-def make_store(polyloop_store_factory: StoreFactory) -> MakeStore:
-    return make_store_maker(polyloop_store_factory)
-
-
-@pytest.fixture
-def reopen(
-    request: pytest.FixtureRequest,
-    polyloop_store_reopen: StoreReopen | None,
-    polyloop_store_capabilities: StoreCapabilities,
-) -> Reopen:
-    return make_reopener(request, polyloop_store_reopen, polyloop_store_capabilities)
+def make_store(polyloop_store_factory: StoreFactory, store_scope: StoreScope) -> MakeStore:
+    return make_store_maker(polyloop_store_factory, store_scope)
 
 
 async def _write_all(rule: Rule, store: RunStore, records: list[LogRecord]) -> None:
     for number, record in enumerate(records, start=1):
         await rule.call(
-            f"{method_for(record)}({describe(record)}) (write #{number} of run {record.run_id!r})",
+            f"{method_for(record)}({describe(record)}) (write #{number} of run {shown(record.run_id)})",
             write(store, record),
         )
 
 
 async def _expect_log(rule: Rule, store: RunStore, run_id: str, records: list[LogRecord]) -> None:
-    log = await rule.call(f"read_log({run_id!r})", store.read_log(run_id))
+    log = await rule.call(f"read_log({shown(run_id)})", store.read_log(run_id))
     difference = log_difference(expected_log(records), log)
     rule.check(
-        difference is None, f"read_log({run_id!r}) after {len(records)} writes: {difference}"
+        difference is None, f"read_log({shown(run_id)}) after {len(records)} writes: {difference}"
     )
 
 
@@ -100,12 +90,14 @@ async def test_unknown_run_reads_as_empty_log(make_store: MakeStore) -> None:
     log = await rule.call(
         "read_log('never-written') on a fresh store", store.read_log("never-written")
     )
-    rule.check(log == RunLog(), f"read_log of a run never written returned {log!r}, not RunLog()")
+    rule.check(
+        log == RunLog(), f"read_log of a run never written returned {shown(log, 300)}, not RunLog()"
+    )
     await _write_all(rule, store, full_run("written", 2))
     log = await rule.call("read_log('still-unknown')", store.read_log("still-unknown"))
     rule.check(
         log == RunLog(),
-        f"with run 'written' stored, read_log('still-unknown') returned {log!r}, not RunLog()",
+        f"with run 'written' stored, read_log('still-unknown') returned {shown(log, 300)}, not RunLog()",
     )
     # Reading must not create the run: starting it afterwards is a first start.
     await rule.call(
@@ -133,24 +125,26 @@ def _round_trip_case(kind: str) -> list[LogRecord]:
     head: list[LogRecord] = [start]
     if kind == "run_started":
         return head
-    head.append(model_intent(run_id, 0))
+    if kind == "step_completed_long_observation":
+        return [*head, *action_writes(run_id, 0, observation=LONG_OBSERVATION).records]
+    failed = model_failure_writes(run_id, 0)
+    head.append(failed.model_intent)
     if kind == "intent_model_call":
         return head
     if kind == "model_result_failure":
-        return [*head, model_result(run_id, 0, failed=True)]
-    from polyloop.types import ModelReply
-
-    reply = ModelCallResult(run_id, "model-0", ModelReply(None, AWKWARD_TEXT, ""), None)
-    head.append(reply)
+        return [*head, failed.model_result, failed.step_completed]
+    reply = ModelReply(None, AWKWARD_TEXT, "")
+    head.append(ModelCallResult(run_id, model_result_id(0), reply, None))
     if kind == "model_result_reply":
         return head
     if kind == "step_completed_without_action":
-        return [*head, step_completed(run_id, 0, with_action=False)]
-    head.append(action_intent(run_id, 0))
+        return [*head, parse_failure_writes(run_id, 0).step_completed]
+    action = action_writes(run_id, 0)
+    assert action.action_intent is not None
+    head.append(action.action_intent)
     if kind == "intent_action":
         return head
-    step = step_completed(run_id, 0, with_action=True)
-    head.append(step)
+    head.append(action.step_completed)
     if kind == "step_completed_with_action":
         return head
     finished = RunFinished(
@@ -159,7 +153,7 @@ def _round_trip_case(kind: str) -> list[LogRecord]:
             run_id=run_id,
             stop_reason=StopReason.TASK_COMPLETED,
             final_answer=None,
-            steps=(step.step, step_record(run_id, 1, with_action=False)),
+            steps=(action.step,),
             event_delivery_failures=3,
         ),
     )
@@ -174,6 +168,7 @@ ROUND_TRIP_KINDS = (
     "intent_action",
     "step_completed_with_action",
     "step_completed_without_action",
+    "step_completed_long_observation",
     "run_finished",
 )
 
@@ -215,7 +210,7 @@ async def test_runs_isolated_under_concurrency(make_store: MakeStore) -> None:
     async def one_run(records: list[LogRecord]) -> None:
         for record in records:
             await rule.call(
-                f"{method_for(record)}({describe(record)}) of run {record.run_id!r}",
+                f"{method_for(record)}({describe(record)}) of run {shown(record.run_id)}",
                 write(store, record),
             )
             for _ in range(shuffle.randint(0, 2)):
@@ -225,11 +220,11 @@ async def test_runs_isolated_under_concurrency(make_store: MakeStore) -> None:
     shuffle.shuffle(order)
     await asyncio.gather(*(one_run(records) for records in order))
     for run_id, records in runs.items():
-        log = await rule.call(f"read_log({run_id!r})", store.read_log(run_id))
+        log = await rule.call(f"read_log({shown(run_id)})", store.read_log(run_id))
         difference = log_difference(expected_log(records), log)
         rule.check(
             difference is None,
-            f"after 40 runs were written concurrently, run {run_id!r}: {difference}",
+            f"after 40 runs were written concurrently, run {shown(run_id)}: {difference}",
         )
 
 
@@ -248,12 +243,12 @@ async def test_no_hidden_current_run(make_store: MakeStore) -> None:
             if index < len(rest):
                 await _write_all(rule, store, [rest[index]])
     for run_id, records in (("run-A", first), ("run-B", second)):
-        log = await rule.call(f"read_log({run_id!r})", store.read_log(run_id))
+        log = await rule.call(f"read_log({shown(run_id)})", store.read_log(run_id))
         difference = log_difference(expected_log(records), log)
         rule.check(
             difference is None,
             f"runs 'run-A' and 'run-B' were started, then written alternately; run "
-            f"{run_id!r}: {difference}",
+            f"{shown(run_id)}: {difference}",
         )
 
 
@@ -294,11 +289,11 @@ async def _check_ids(rule: Rule, store: RunStore, ids: tuple[str, ...]) -> None:
     for records in runs.values():
         await _write_all(rule, store, records)
     for run_id, records in runs.items():
-        log = await rule.call(f"read_log({run_id!r})", store.read_log(run_id))
+        log = await rule.call(f"read_log({shown(run_id)})", store.read_log(run_id))
         difference = log_difference(expected_log(records), log)
         rule.check(
             difference is None,
-            f"run_ids that look alike must stay apart; run {run_id!r}: {difference}",
+            f"run_ids that look alike must stay apart; run {shown(run_id)}: {difference}",
         )
 
 
@@ -335,12 +330,7 @@ async def test_step_completed_atomic_for_readers(make_store: MakeStore) -> None:
     run_id = "atomic"
     records: list[LogRecord] = [run_started(run_id)]
     for k in range(25):
-        records += [
-            model_intent(run_id, k),
-            model_result(run_id, k),
-            action_intent(run_id, k),
-            step_completed(run_id, k, with_action=True),
-        ]
+        records += action_writes(run_id, k).records
     written = expected_log(records)
     done = asyncio.Event()
     observed = 0
@@ -357,14 +347,14 @@ async def test_step_completed_atomic_for_readers(make_store: MakeStore) -> None:
         nonlocal observed
         while not done.is_set():
             log = await atomic.call(
-                f"read_log({run_id!r}) during the writes", store.read_log(run_id)
+                f"read_log({shown(run_id)}) during the writes", store.read_log(run_id)
             )
             observed += 1
             for position, step in enumerate(log.steps):
                 atomic.check(
                     position < len(written.steps) and step == written.steps[position],
-                    f"a reader saw steps #{position} as {step!r}; the step written there is "
-                    f"{written.steps[position] if position < len(written.steps) else 'none'!r}. "
+                    f"a reader saw steps #{position} as {shown(step, 300)}; the step written there is "
+                    f"{shown(written.steps[position] if position < len(written.steps) else None, 300)}. "
                     "The action result and the step record must become visible together",
                 )
             for name in ("intents", "model_results", "steps"):
@@ -377,7 +367,13 @@ async def test_step_completed_atomic_for_readers(make_store: MakeStore) -> None:
                 )
             await asyncio.sleep(0)
 
-    await asyncio.gather(writer(), reader(), reader(), reader())
+    tasks = [asyncio.ensure_future(part) for part in (writer(), reader(), reader(), reader())]
+    try:
+        await asyncio.gather(*tasks)
+    finally:  # one failed: stop the others before the rule ends
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
     atomic.check(observed > 0, "no read completed while the steps were written")
 
 
@@ -438,10 +434,7 @@ async def test_second_run_finished_refused(make_store: MakeStore) -> None:
     store = await make_store()
     records = full_run("finished-twice", 2)
     await _write_all(rule, store, records)
-    other = RunFinished(
-        "finished-twice",
-        RunResult("finished-twice", StopReason.CANCELLED, None, ()),
-    )
+    other = run_finished("finished-twice", reason=StopReason.CANCELLED)
     await _expect_refusal(rule, "a second write_run_finished", store.write_run_finished(other))
     await _expect_log(rule, store, "finished-twice", records)
 
@@ -476,7 +469,7 @@ async def test_racing_starts_have_one_winner(make_store: MakeStore) -> None:
     log = await rule.call("read_log('raced')", store.read_log("raced"))
     rule.check(
         log.started == contenders[winners[0]],
-        f"contender {winners[0]} won, but the stored RunStarted is {log.started!r}",
+        f"contender {winners[0]} won, but the stored RunStarted is {shown(log.started, 300)}",
     )
 
 
@@ -488,15 +481,17 @@ async def test_racing_starts_have_one_winner(make_store: MakeStore) -> None:
 def _duplicates(run_id: str) -> list[tuple[str, LogRecord]]:
     """Second records of keys a log holds once; each differs from the first in content where
     it can, so that keeping only one of the two (dropping or merging) shows."""
-    first_step = step_completed(run_id, 0, with_action=True)
-    changed_step = replace(
-        first_step, step=replace(first_step.step, observation="a different observation")
-    )
+    first = action_writes(run_id, 0)
+    changed = action_writes(run_id, 0, observation="a different observation")
+    assert first.action_intent is not None
     return [
-        ("the same model-call intent again", model_intent(run_id, 0)),
-        ("a second action intent with the same result_id", action_intent(run_id, 0)),
-        ("a second ModelCallResult of result_id 'model-0'", model_result(run_id, 0, failed=True)),
-        ("a second StepCompleted of step 0", changed_step),
+        ("the same model-call intent again", first.model_intent),
+        ("a second action intent with the same result_id", first.action_intent),
+        (
+            f"a second ModelCallResult of result_id {model_result_id(0)!r}",
+            model_failure_writes(run_id, 0).model_result,
+        ),
+        ("a second StepCompleted of step 0", changed.step_completed),
     ]
 
 
@@ -513,13 +508,7 @@ async def test_duplicate_writes_are_never_dropped_or_merged(
     rule = Rule(SEAM, "duplicate writes are never dropped or merged")
     store = await make_store()
     run_id = "written-twice"
-    records: list[LogRecord] = [
-        run_started(run_id),
-        model_intent(run_id, 0),
-        model_result(run_id, 0),
-        action_intent(run_id, 0),
-        step_completed(run_id, 0, with_action=True),
-    ]
+    records: list[LogRecord] = [run_started(run_id), *action_writes(run_id, 0).records]
     await _write_all(rule, store, records)
     what, duplicate = _duplicates(run_id)[which]
     try:
@@ -532,7 +521,7 @@ async def test_duplicate_writes_are_never_dropped_or_merged(
             f"writing {what} ({describe(duplicate)}) raised {type(error).__name__}: {error}; a "
             "store that refuses it must raise polyloop.errors.DuplicateRecordError"
         )
-    kept = await rule.call(f"read_log({run_id!r})", store.read_log(run_id))
+    kept = await rule.call(f"read_log({shown(run_id)})", store.read_log(run_id))
     difference = log_difference(expected_log([*records, duplicate]), kept)
     rule.check(
         difference is None,
@@ -624,13 +613,45 @@ async def test_two_store_objects_keep_each_others_writes(
     third = await reopen(second)
     for run_id, (_, records) in runs.items():
         log = await rule.call(
-            f"read_log({run_id!r}) on a third store object", third.read_log(run_id)
+            f"read_log({shown(run_id)}) on a third store object", third.read_log(run_id)
         )
         difference = log_difference(expected_log(records), log)
         rule.check(
             difference is None,
             f"two store objects on one storage wrote runs 'from-first' and 'from-second' "
-            f"alternately; a third object reads run {run_id!r}: {difference}",
+            f"alternately; a third object reads run {shown(run_id)}: {difference}",
+        )
+
+
+@aio
+async def test_a_write_is_seen_at_once_through_another_store_object(
+    make_store: MakeStore, reopen: Reopen
+) -> None:
+    """A store object that has read a run sees each write made through another object on the
+    same storage at its very next read: no per-object cache answers for the storage."""
+    rule = Rule(SEAM, "a write is seen at once through every store object on the storage")
+    writer = await make_store()
+    reader = await reopen(writer)
+    run_id = "seen-at-once"
+    records = full_run(run_id, 3)
+    for number, record in enumerate(records, start=1):
+        await rule.call(
+            f"read_log({run_id!r}) on the second store object before write #{number}",
+            reader.read_log(run_id),
+        )
+        await _write_all(rule, writer, [record])
+        log = await rule.call(
+            f"read_log({run_id!r}) on the second store object right after write #{number}",
+            reader.read_log(run_id),
+        )
+        difference = log_difference(expected_log(records[:number]), log)
+        rule.check(
+            difference is None,
+            f"write #{number} of run {run_id!r} ({describe(record)}) was acknowledged by one "
+            f"store object, but another object on the same storage, which had read the run "
+            f"just before, reads: {difference}. A read must show every acknowledged write, "
+            "whichever object made it: a cache kept per store object must not answer for the "
+            "storage",
         )
 
 
@@ -672,7 +693,7 @@ async def test_racing_starts_across_store_objects_have_one_winner(
     )
     rule.check(
         log.started == contenders[winners[0]],
-        f"store object {winners[0] + 1} won, but the stored RunStarted is {log.started!r}",
+        f"store object {winners[0] + 1} won, but the stored RunStarted is {shown(log.started, 300)}",
     )
 
 
@@ -709,7 +730,7 @@ async def test_records_never_alias(make_store: MakeStore) -> None:
         rule.check(
             given == original,
             f"write #{number} ({describe(original)}): the store altered the record object it "
-            f"was given; it now reads {given!r}",
+            f"was given; it now reads {shown(given, 300)}",
         )
     late = await rule.call("read_log('alias')", store.read_log("alias"))
     difference = log_difference(expected_log(pristine), late)

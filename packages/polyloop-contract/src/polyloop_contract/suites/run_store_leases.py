@@ -22,20 +22,24 @@ import pytest
 from polyloop.errors import RunLeaseHeldError
 from polyloop.ports import LeaseHolder, RunLease, RunLeasing, RunStore, StoreClosing
 from polyloop_contract import _report
-from polyloop_contract._checks import CALL_TIMEOUT, Rule
+from polyloop_contract._checks import CALL_TIMEOUT, Rule, shown
 from polyloop_contract.capabilities import StoreCapabilities
-from polyloop_contract.fixtures import StoreChildOpener, StoreFactory, StoreReopen, missing
+from polyloop_contract.fixtures import StoreChildOpener, StoreFactory, missing
+from polyloop_contract.suites import _store_support
 from polyloop_contract.suites._store_support import (
     SEAM,
     MakeStore,
     Reopen,
-    make_reopener,
+    StoreScope,
+    aio,
     make_store_maker,
     param_suffix,
     require_capability,
 )
 
-aio = pytest.mark.asyncio
+#: The fixtures every store suite shares (pytest finds a fixture by its name in the module).
+reopen = _store_support.reopen
+store_scope = _store_support.store_scope
 
 #: How soon after its holder was SIGKILLed a lease must be free again.
 FREED_WITHIN_SECONDS = 1.0
@@ -59,9 +63,10 @@ def leasing_store(
     request: pytest.FixtureRequest,
     polyloop_store_factory: StoreFactory,
     polyloop_store_capabilities: StoreCapabilities,
+    store_scope: StoreScope,
 ) -> MakeStore:
     require_capability(request, polyloop_store_capabilities, "leases")
-    make = make_store_maker(polyloop_store_factory)
+    make = make_store_maker(polyloop_store_factory, store_scope)
 
     async def make_leasing() -> RunStore:
         store = await make()
@@ -71,23 +76,14 @@ def leasing_store(
     return make_leasing
 
 
-@pytest.fixture
-def reopen(
-    request: pytest.FixtureRequest,
-    polyloop_store_reopen: StoreReopen | None,
-    polyloop_store_capabilities: StoreCapabilities,
-) -> Reopen:
-    return make_reopener(request, polyloop_store_reopen, polyloop_store_capabilities)
-
-
 async def _take(rule: Rule, store: RunLeasing, run_id: str, whom: str) -> RunLease:
     lease = await rule.call(
-        f"acquire_run_lease({run_id!r}) on {whom}", store.acquire_run_lease(run_id)
+        f"acquire_run_lease({shown(run_id)}) on {whom}", store.acquire_run_lease(run_id)
     )
     rule.check(
         isinstance(lease, RunLease) and lease.run_id == run_id,
-        f"acquire_run_lease({run_id!r}) on {whom} returned {lease!r}: it must return a RunLease "
-        f"(run_id property, async release()) whose run_id is {run_id!r}",
+        f"acquire_run_lease({shown(run_id)}) on {whom} returned {lease!r}: it must return a RunLease "
+        f"(run_id property, async release()) whose run_id is {shown(run_id)}",
     )
     return lease
 
@@ -98,34 +94,34 @@ async def _refused(rule: Rule, store: RunLeasing, run_id: str, whom: str, why: s
     except RunLeaseHeldError as error:
         rule.check(
             error.run_id == run_id,
-            f"acquire_run_lease({run_id!r}) on {whom} raised RunLeaseHeldError for run "
-            f"{error.run_id!r}, not {run_id!r}",
+            f"acquire_run_lease({shown(run_id)}) on {whom} raised RunLeaseHeldError for run "
+            f"{error.run_id!r}, not {shown(run_id)}",
         )
         return
     except TimeoutError:
         rule.fail(
-            f"acquire_run_lease({run_id!r}) on {whom} waited {CALL_TIMEOUT:g} s; it must "
+            f"acquire_run_lease({shown(run_id)}) on {whom} waited {CALL_TIMEOUT:g} s; it must "
             "never wait: refuse at once with RunLeaseHeldError"
         )
     except Exception as error:
         rule.fail(
-            f"acquire_run_lease({run_id!r}) on {whom} {why} raised {type(error).__name__}: "
+            f"acquire_run_lease({shown(run_id)}) on {whom} {why} raised {type(error).__name__}: "
             f"{error}; it must raise polyloop.errors.RunLeaseHeldError"
         )
     await lease.release()
     rule.fail(
-        f"acquire_run_lease({run_id!r}) on {whom} {why} was granted; it must be refused "
+        f"acquire_run_lease({shown(run_id)}) on {whom} {why} was granted; it must be refused "
         "with RunLeaseHeldError (two drivers of one run would repeat its side effects)"
     )
 
 
 async def _holder(rule: Rule, store: RunLeasing, run_id: str, whom: str) -> LeaseHolder | None:
     holder = await rule.call(
-        f"run_lease_holder({run_id!r}) on {whom}", store.run_lease_holder(run_id)
+        f"run_lease_holder({shown(run_id)}) on {whom}", store.run_lease_holder(run_id)
     )
     rule.check(
         holder is None or isinstance(holder, LeaseHolder),
-        f"run_lease_holder({run_id!r}) on {whom} returned {holder!r}; it must return a "
+        f"run_lease_holder({shown(run_id)}) on {whom} returned {holder!r}; it must return a "
         "polyloop.ports.LeaseHolder or None",
     )
     return holder
@@ -334,9 +330,9 @@ async def _taken_within(rule: Rule, store: RunLeasing, run_id: str, deadline: fl
             if time.monotonic() >= deadline:
                 rule.fail(
                     f"{FREED_WITHIN_SECONDS:g} s after the process holding the lease of "
-                    f"{run_id!r} was SIGKILLed it is still refused ({error}); the operating "
+                    f"{shown(run_id)} was SIGKILLed it is still refused ({error}); the operating "
                     "system or server must free a dead holder's lease, with no TTL to wait out"
                 )
         except Exception as error:
-            rule.fail(f"acquire_run_lease({run_id!r}) raised {type(error).__name__}: {error}")
+            rule.fail(f"acquire_run_lease({shown(run_id)}) raised {type(error).__name__}: {error}")
         await asyncio.sleep(0.02)

@@ -28,24 +28,24 @@ from polyloop.errors import RunAlreadyStartedError
 from polyloop.ports import RunLog, RunStore
 from polyloop.types import RunFinished, RunResult, StepCompleted, StepRecord, StopReason
 from polyloop_contract import _report
-from polyloop_contract._checks import CALL_TIMEOUT, Rule
+from polyloop_contract._checks import CALL_TIMEOUT, HYPOTHESIS_PHASES, Rule, shown
+from polyloop_contract._differences import describe, log_difference
 from polyloop_contract._records import (
     LogModel,
     LogRecord,
-    action_intent,
-    describe,
-    log_difference,
+    action_writes,
     method_for,
-    model_intent,
-    model_result,
+    model_failure_writes,
+    parse_failure_writes,
     run_started,
-    step_completed,
     write,
 )
 from polyloop_contract.capabilities import StoreCapabilities
 from polyloop_contract.fixtures import StoreFactory, StoreReopen
 from polyloop_contract.suites._store_support import (
     SEAM,
+    Reopen,
+    StoreScope,
     make_reopener,
     make_store_maker,
     param_suffix,
@@ -58,6 +58,7 @@ RUN_IDS = ("a", "A", "b", "a/b", "a b", "ä")
 UNKNOWN_IDS = ("never", "a ", "B")
 
 STATEFUL_SETTINGS = settings(
+    phases=HYPOTHESIS_PHASES,
     max_examples=25,
     stateful_step_count=30,
     deadline=None,
@@ -76,22 +77,11 @@ class _Run:
 
     @property
     def finished(self) -> bool:
-        return self.model.finished is not None
+        return self.model.finished
 
 
-def _step_variant(run_id: str, k: int, variant: int) -> list[LogRecord]:
-    if variant == 0:
-        return [
-            model_intent(run_id, k),
-            model_result(run_id, k),
-            action_intent(run_id, k),
-            step_completed(run_id, k, with_action=True),
-        ]
-    return [
-        model_intent(run_id, k),
-        model_result(run_id, k, failed=variant == 2),
-        step_completed(run_id, k, with_action=False),
-    ]
+#: The steps ``advance`` chooses from: an action, a parse failure, a failed model call.
+_STEP_VARIANTS = (action_writes, parse_failure_writes, model_failure_writes)
 
 
 def test_store_matches_a_model_of_the_log(
@@ -101,13 +91,13 @@ def test_store_matches_a_model_of_the_log(
     polyloop_store_capabilities: StoreCapabilities,
 ) -> None:
     """Random interleavings of writes, refusals, reads and reopens agree with a model of the logs."""
-    make_store = make_store_maker(polyloop_store_factory)
     can_reopen = polyloop_store_capabilities.has("reopen") and polyloop_store_reopen is not None
-    reopen = (
-        make_reopener(request, polyloop_store_reopen, polyloop_store_capabilities)
-        if can_reopen
-        else None
-    )
+
+    def reopener(scope: StoreScope) -> Reopen | None:
+        if not can_reopen:
+            return None
+        return make_reopener(request, polyloop_store_reopen, polyloop_store_capabilities, scope)
+
     if not can_reopen:
         reason = polyloop_store_capabilities.off.get(
             "reopen", "no polyloop_store_reopen fixture was provided"
@@ -126,7 +116,10 @@ def test_store_matches_a_model_of_the_log(
             self.runs: dict[str, _Run] = {}
             self.writes = 0
             self.broken = False
-            self.store: RunStore = self._run(make_store())
+            # Each example's stores are cleaned up (when the factory says how) at its end.
+            self.scope = StoreScope()
+            self.reopen = reopener(self.scope)
+            self.store: RunStore = self._run(make_store_maker(polyloop_store_factory, self.scope)())
 
         def _run(self, coroutine: Coroutine[Any, Any, T]) -> T:
             try:
@@ -141,7 +134,7 @@ def test_store_matches_a_model_of_the_log(
             self.writes += 1
             self._run(
                 check.call(
-                    f"{method_for(record)}({describe(record)}) of run {record.run_id!r}",
+                    f"{method_for(record)}({describe(record)}) of run {shown(record.run_id)}",
                     write(self.store, record),
                 )
             )
@@ -155,21 +148,21 @@ def test_store_matches_a_model_of_the_log(
             except Exception as error:
                 self.broken = True
                 refusal.fail(
-                    f"a second {what} for run {record.run_id!r} raised {type(error).__name__}: "
+                    f"a second {what} for run {shown(record.run_id)} raised {type(error).__name__}: "
                     f"{error}, not RunAlreadyStartedError"
                 )
             self.broken = True
-            refusal.fail(f"a second {what} for run {record.run_id!r} was accepted")
+            refusal.fail(f"a second {what} for run {shown(record.run_id)} was accepted")
 
         def _compare(self, run_id: str) -> None:
             run = self.runs.get(run_id)
             expected = run.model.log() if run is not None else RunLog()
-            log = self._run(check.call(f"read_log({run_id!r})", self.store.read_log(run_id)))
+            log = self._run(check.call(f"read_log({shown(run_id)})", self.store.read_log(run_id)))
             difference = log_difference(expected, log)
             self.broken = self.broken or difference is not None
             check.check(
                 difference is None,
-                f"after {self.writes} writes in the order shown above, read_log({run_id!r}) "
+                f"after {self.writes} writes in the order shown above, read_log({shown(run_id)}) "
                 f"differs from the model: {difference}",
             )
 
@@ -193,7 +186,7 @@ def test_store_matches_a_model_of_the_log(
             open_runs = sorted(r for r, run in self.runs.items() if not run.finished)
             run = self.runs[data.draw(st.sampled_from(open_runs), label="run_id")]
             if not run.pending:
-                run.pending = _step_variant(run.run_id, run.next_step, variant)
+                run.pending = list(_STEP_VARIANTS[variant](run.run_id, run.next_step).records)
                 run.next_step += 1
             record = run.pending.pop(0)
             self._write(record)
@@ -229,11 +222,11 @@ def test_store_matches_a_model_of_the_log(
         def read(self, run_id: str) -> None:
             self._compare(run_id)
 
-        @precondition(lambda self: reopen is not None)
+        @precondition(lambda self: self.reopen is not None)
         @rule()
         def reopen_store(self) -> None:
-            assert reopen is not None
-            self.store = self._run(reopen(self.store))
+            assert self.reopen is not None
+            self.store = self._run(self.reopen(self.store))
 
         @invariant()
         def runs_agree(self) -> None:
@@ -248,6 +241,12 @@ def test_store_matches_a_model_of_the_log(
                     for run_id in sorted(self.runs):
                         self._compare(run_id)
             finally:
-                self.loop.close()
+                try:
+                    self.loop.run_until_complete(self.scope.aclose())
+                except Exception:
+                    if not self.broken:  # a failure of the example itself is what to show
+                        raise
+                finally:
+                    self.loop.close()
 
     run_state_machine_as_test(StoreMachine, settings=STATEFUL_SETTINGS)

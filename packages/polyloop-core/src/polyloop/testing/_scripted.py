@@ -1,4 +1,4 @@
-"""Scripted seams for tests, examples and benchmarks: a public, typed testing kit.
+"""Scripted seams for tests, examples and benchmarks (re-exported by :mod:`polyloop.testing`).
 
 - :class:`ScriptedModelClient` returns (or raises) a prepared sequence of replies.
 - :class:`LineDecisionParser` reads a tiny line protocol (``FINAL:``, ``CALL``, ``RUN:``).
