@@ -2,7 +2,7 @@
 
 One step makes exactly one model call. Inside a step every store write is awaited before the
 next thing happens, and an intent is written before each side effect, so that ``resume`` can
-tell from the log alone what happened (see ``_recovery``).
+tell from the log alone what happened (see :mod:`polyloop.recovery`).
 """
 
 from __future__ import annotations
@@ -31,20 +31,21 @@ from polyloop.ports import (
     ModelCall,
     RunLog,
 )
-from polyloop.session._definition import AgentDefinition, RunRequest, merge_snapshots
-from polyloop.session._events import EventChannel
-from polyloop.session._lease import check_lease_wait, release_run_lease, take_run_lease
-from polyloop.session._prompt import Prompt
-from polyloop.session._recovery import (
+from polyloop.recovery import (
     ResumeMove,
     ResumePlan,
     action_result_id,
     model_result_id,
     plan_resume,
+    snapshot_facts,
     stop_after_step,
     trailing_parse_failures,
     validate_log,
 )
+from polyloop.session._definition import AgentDefinition, RunRequest, merge_snapshots
+from polyloop.session._events import EventChannel
+from polyloop.session._lease import check_lease_wait, release_run_lease, take_run_lease
+from polyloop.session._prompt import Prompt
 from polyloop.tools import canonical_arguments
 from polyloop.types import (
     ActionOutcome,
@@ -258,7 +259,7 @@ class _Run:
                 step_wall_ms=self.elapsed_ms(started),
             )
             await self.complete(step, None, None)
-            return StopReason.LLM_ERROR, None
+            return self.stop_reason(step, completes_run=False), None
         return await self.after_reply(k, result.reply, prompt_chars, started, move)
 
     async def call_model(self, call: ModelCall) -> ModelCallResult:
@@ -322,7 +323,7 @@ class _Run:
                 step_wall_ms=self.elapsed_ms(started),
             )
             await self.complete(step, None, None)
-            return StopReason.AGENT_FINISHED, decision.text
+            return self.stop_reason(step, completes_run=False), decision.text
 
         return await self.act(k, decision, head, started, move)
 
@@ -621,10 +622,11 @@ async def _continue(
     if log.finished is not None:
         return log.finished.result
 
+    facts = snapshot_facts(current)
     plan = plan_resume(
         log,
         max_consecutive_parse_failures=request.budget.max_consecutive_parse_failures,
-        completing_tools=_completing_tools(request),
+        completing_tools=facts.completing_tools or (),
     )
     invocation = _Run(definition, request, clock, event_timeout_seconds)
     invocation.rebuild(log)
@@ -653,15 +655,6 @@ async def _continue(
         raise
     invocation.rebuild_history()
     return await invocation.drive(plan.next_step, plan)
-
-
-def _completing_tools(request: RunRequest) -> frozenset[str]:
-    names = set()
-    for name in request.tools.names():
-        spec = request.tools.spec_for(name)
-        if spec is not None and spec.completes_run:
-            names.add(name)
-    return frozenset(names)
 
 
 def _recorded_final_answer(definition: AgentDefinition, log: RunLog) -> str:

@@ -1,0 +1,42 @@
+"""Reading a run log back: its rules, why a run stopped, and the recovery table.
+
+Below the loop and above the values, so that everything that reads a log uses the same rules:
+``resume`` (to decide what to do), the stores (while they read), the ``polyloop`` command (to
+show what ``resume`` would do, without calling any seam) and any downstream tool.
+
+- :func:`validate_log`: the structural rules; a log that breaks one is corrupt.
+- :func:`stop_after_step` and :func:`snapshot_facts`: the stop reason a recorded step implies,
+  and what a run's parameter snapshot says about it.
+- :func:`plan_resume`: the four-state table applied to the tail of a valid log.
+- :func:`model_result_id` / :func:`action_result_id`: the ids the loop allocates.
+"""
+
+from __future__ import annotations
+
+from polyloop.recovery._result_ids import action_result_id, model_result_id
+from polyloop.recovery._stops import (
+    PARSE_FAILURE_LIMIT_KEY,
+    SnapshotFacts,
+    is_parse_failure,
+    snapshot_facts,
+    stop_after_step,
+    trailing_parse_failures,
+)
+from polyloop.recovery._table import ResumeMove, ResumePlan, TailState, plan_resume
+from polyloop.recovery._validation import validate_log
+
+__all__ = [
+    "PARSE_FAILURE_LIMIT_KEY",
+    "ResumeMove",
+    "ResumePlan",
+    "SnapshotFacts",
+    "TailState",
+    "action_result_id",
+    "is_parse_failure",
+    "model_result_id",
+    "plan_resume",
+    "snapshot_facts",
+    "stop_after_step",
+    "trailing_parse_failures",
+    "validate_log",
+]
