@@ -7,7 +7,7 @@ import polyloop.session as session
 from polyloop.recovery import SnapshotFacts, snapshot_facts
 from polyloop.session import run_snapshot
 from polyloop.tools import Tool, ToolRegistry, ToolSpec
-from polyloop.types import Budget
+from polyloop.types import Budget, ReplayPolicy
 from tests.loop_kit import make_definition, make_request, replies
 
 
@@ -23,15 +23,22 @@ def _registry(*specs: ToolSpec) -> ToolRegistry:
 
 
 def test_snapshot_facts_read_back_what_the_request_recorded() -> None:
-    """The facts read from a run's own snapshot are its budget limit and its completing tools."""
+    """The facts read from a run's own snapshot are its budget, policies and completing tools."""
     tools = _registry(
-        ToolSpec("look.up", "Look up.", {"type": "object"}),
+        ToolSpec("look.up", "Look up.", {"type": "object"}, replay_policy=ReplayPolicy.SAFE),
         ToolSpec("submit.final", "Submit.", {"type": "object"}, completes_run=True),
     )
-    request = make_request("r", tools=tools, budget=Budget(9, 8, 4, 1_000))
+    request = make_request(
+        "r", tools=tools, budget=Budget(9, 8, 4, 1_000), model_replay_policy=ReplayPolicy.NEVER
+    )
     snapshot = run_snapshot(make_definition(replies("FINAL: x")), request)
     expected = SnapshotFacts(
-        max_consecutive_parse_failures=4, completing_tools=frozenset({"submit.final"})
+        max_consecutive_parse_failures=4,
+        completing_tools=frozenset({"submit.final"}),
+        max_steps=9,
+        max_actions=8,
+        model_replay_policy=ReplayPolicy.NEVER,
+        tool_replay_policies={"look.up": ReplayPolicy.SAFE, "submit.final": ReplayPolicy.NEVER},
     )
     assert expected == snapshot_facts(snapshot)
 
