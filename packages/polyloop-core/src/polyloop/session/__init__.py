@@ -24,7 +24,8 @@ from polyloop.session._definition import (
     RunRequest,
     merge_snapshots,
 )
-from polyloop.session._loop import DEFAULT_EVENT_TIMEOUT_SECONDS, resume, run, run_snapshot
+from polyloop.session._loop import DEFAULT_EVENT_TIMEOUT_SECONDS, run, run_snapshot
+from polyloop.session._resume import resume
 
 __all__ = [
     "DEFAULT_EVENT_TIMEOUT_SECONDS",
