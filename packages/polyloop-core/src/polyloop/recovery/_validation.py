@@ -21,6 +21,7 @@ from polyloop.recovery._stops import (
 )
 from polyloop.serialization import READABLE_SCHEMA_VERSIONS
 from polyloop.types import (
+    ActionOutcome,
     ActionStatus,
     Intent,
     IntentKind,
@@ -108,51 +109,77 @@ def validate_log(log: RunLog, run_id: str) -> None:
 def _check_intents(log: RunLog, run_id: str, index: _Index) -> None:
     model_call = IntentKind.MODEL_CALL
     model_policy = index.facts.model_replay_policy
-    previous: tuple[int, int] = (-1, 1)
+    model_intents, action_intents = index.model_intents, index.action_intents
+    intents_by_result = index.intents_by_result
+    previous_rank = -1
     for position, intent in enumerate(log.intents):
-        if intent.run_id != run_id:
-            raise _corrupt(
-                run_id, _describe_intent(position, intent), f"it carries run_id {intent.run_id!r}"
-            )
+        # The common case in one test, per intent: ranks 2k (model call) and 2k+1 (action) strictly
+        # growing also rule out a second intent of a step and kind, and with the allocated
+        # result_ids a second use of one; anything else is told apart by _refuse_intent.
+        k = intent.call_index
         is_model = intent.kind is model_call
-        by_step = index.model_intents if is_model else index.action_intents
-        if intent.call_index in by_step:
-            raise _corrupt(
-                run_id,
-                _describe_intent(position, intent),
-                "a second intent of this kind for the same step",
-            )
-        if intent.result_id in index.intents_by_result:
-            raise _corrupt(
-                run_id,
-                _describe_intent(position, intent),
-                "its result_id is already used by another intent",
-            )
-        allocated = (model_result_id if is_model else action_result_id)(intent.call_index)
-        if intent.result_id != allocated:
-            raise _corrupt(
-                run_id,
-                _describe_intent(position, intent),
-                f"its result_id is not the one the loop allocates for it ({allocated!r})",
-            )
-        order = (intent.call_index, 0 if is_model else 1)
-        if order <= previous:
-            raise _corrupt(
-                run_id,
-                _describe_intent(position, intent),
-                f"it stands after the intents of step {previous[0]}; intents are written in step "
-                "order, a step's model call before its action",
-            )
-        if is_model and model_policy is not None and intent.replay_policy is not model_policy:
-            raise _corrupt(
-                run_id,
-                _describe_intent(position, intent),
-                f"its replay_policy {intent.replay_policy.value!r} is not the run's "
-                f"model_replay_policy {model_policy.value!r}",
-            )
-        previous = order
-        by_step[intent.call_index] = intent
-        index.intents_by_result[intent.result_id] = intent
+        rank = 2 * k if is_model else 2 * k + 1
+        if (
+            intent.run_id != run_id
+            or rank <= previous_rank
+            or intent.result_id != (model_result_id(k) if is_model else action_result_id(k))
+            or (is_model and model_policy is not None and intent.replay_policy is not model_policy)
+        ):
+            _refuse_intent(log, run_id, index, position, intent)
+        previous_rank = rank
+        (model_intents if is_model else action_intents)[k] = intent
+        intents_by_result[intent.result_id] = intent
+
+
+def _refuse_intent(log: RunLog, run_id: str, index: _Index, position: int, intent: Intent) -> None:
+    """Raise for the first rule ``intent`` (at ``position``) breaks, in the rules' order."""
+    model_call = IntentKind.MODEL_CALL
+    model_policy = index.facts.model_replay_policy
+    before = log.intents[position - 1] if position else None
+    previous = (
+        (-1, 1) if before is None else (before.call_index, int(before.kind is not model_call))
+    )
+    if intent.run_id != run_id:
+        raise _corrupt(
+            run_id, _describe_intent(position, intent), f"it carries run_id {intent.run_id!r}"
+        )
+    is_model = intent.kind is model_call
+    by_step = index.model_intents if is_model else index.action_intents
+    if intent.call_index in by_step:
+        raise _corrupt(
+            run_id,
+            _describe_intent(position, intent),
+            "a second intent of this kind for the same step",
+        )
+    if intent.result_id in index.intents_by_result:
+        raise _corrupt(
+            run_id,
+            _describe_intent(position, intent),
+            "its result_id is already used by another intent",
+        )
+    allocated = (model_result_id if is_model else action_result_id)(intent.call_index)
+    if intent.result_id != allocated:
+        raise _corrupt(
+            run_id,
+            _describe_intent(position, intent),
+            f"its result_id is not the one the loop allocates for it ({allocated!r})",
+        )
+    order = (intent.call_index, 0 if is_model else 1)
+    if order <= previous:
+        raise _corrupt(
+            run_id,
+            _describe_intent(position, intent),
+            f"it stands after the intents of step {previous[0]}; intents are written in step "
+            "order, a step's model call before its action",
+        )
+    if is_model and model_policy is not None and intent.replay_policy is not model_policy:
+        raise _corrupt(
+            run_id,
+            _describe_intent(position, intent),
+            f"its replay_policy {intent.replay_policy.value!r} is not the run's "
+            f"model_replay_policy {model_policy.value!r}",
+        )
+    raise AssertionError("an intent the fast check refused breaks no rule")
 
 
 def _check_results(log: RunLog, run_id: str, index: _Index) -> None:
@@ -196,21 +223,36 @@ def _check_step(
     log: RunLog, run_id: str, index: _Index, position: int, completed: StepCompleted
 ) -> None:
     step = completed.step
-    what = _describe_step(position, step)
     if completed.run_id != run_id:
-        raise _corrupt(run_id, what, f"it carries run_id {completed.run_id!r}")
+        raise _corrupt(
+            run_id, _describe_step(position, step), f"it carries run_id {completed.run_id!r}"
+        )
     if step.schema_version not in READABLE_SCHEMA_VERSIONS:
-        raise _corrupt(run_id, what, f"schema_version {step.schema_version!r} is not readable")
+        raise _corrupt(
+            run_id,
+            _describe_step(position, step),
+            f"schema_version {step.schema_version!r} is not readable",
+        )
     if step.step_idx != position:
-        raise _corrupt(run_id, what, f"steps must be numbered 0..n-1 in order; expected {position}")
+        raise _corrupt(
+            run_id,
+            _describe_step(position, step),
+            f"steps must be numbered 0..n-1 in order; expected {position}",
+        )
     outcome = completed.action_outcome
     if (completed.result_id is None) != (outcome is None):
-        raise _corrupt(run_id, what, "result_id and action_outcome must be set together")
+        raise _corrupt(
+            run_id,
+            _describe_step(position, step),
+            "result_id and action_outcome must be set together",
+        )
     model_intent = index.model_intents.get(position)
     result = None if model_intent is None else index.results_by_id.get(model_intent.result_id)
     if result is None:
-        raise _corrupt(run_id, what, "its model call has no intent or no result")
-    _check_step_against_result(run_id, what, step, result)
+        raise _corrupt(
+            run_id, _describe_step(position, step), "its model call has no intent or no result"
+        )
+    _check_step_against_result(run_id, position, step, result)
     action_intent = index.action_intents.get(position)
     if outcome is None:
         if action_intent is not None:
@@ -223,22 +265,31 @@ def _check_step(
             step.action_status is ActionStatus.ENV_ERROR
         ):
             raise _corrupt(
-                run_id, what, f"it says {step.action_status.value} but records no action outcome"
+                run_id,
+                _describe_step(position, step),
+                f"it says {step.action_status.value} but records no action outcome",
             )
         return
     if action_intent is None or action_intent.result_id != completed.result_id:
-        raise _corrupt(run_id, what, "its result_id matches no action intent of the same step")
+        raise _corrupt(
+            run_id,
+            _describe_step(position, step),
+            "its result_id matches no action intent of the same step",
+        )
     if not step.parse_ok:
-        raise _corrupt(run_id, what, "it records an action outcome, but no action was parsed")
-    for name, recorded in (
-        ("action_status", outcome.status),
-        ("observation", outcome.observation),
-        ("observation_is_synthetic", outcome.observation_is_synthetic),
-        ("observation_truncated_chars", outcome.observation_truncated_chars),
-        ("env_reported_completion", outcome.env_reported_completion),
+        raise _corrupt(
+            run_id,
+            _describe_step(position, step),
+            "it records an action outcome, but no action was parsed",
+        )
+    if (
+        step.action_status is not outcome.status
+        or step.observation != outcome.observation
+        or step.observation_is_synthetic != outcome.observation_is_synthetic
+        or step.observation_truncated_chars != outcome.observation_truncated_chars
+        or step.env_reported_completion != outcome.env_reported_completion
     ):
-        if getattr(step, name) != recorded:
-            raise _corrupt(run_id, what, f"its {name} is not the one its action_outcome records")
+        raise _corrupt(run_id, _describe_step(position, step), _outcome_difference(step, outcome))
     expected = (
         ReplayPolicy.NEVER
         if step.tool_name is None
@@ -255,7 +306,7 @@ def _check_step(
 
 
 def _check_step_against_result(
-    run_id: str, what: str, step: StepRecord, result: ModelCallResult
+    run_id: str, position: int, step: StepRecord, result: ModelCallResult
 ) -> None:
     """A failed call becomes the step of a failed call; a reply's lengths are the step's."""
     failed_call_step = not step.parse_ok and step.parse_error is None
@@ -263,15 +314,36 @@ def _check_step_against_result(
     if reply is None:
         if not failed_call_step:
             raise _corrupt(
-                run_id, what, "its model call failed, but it is not a failed call's step"
+                run_id,
+                _describe_step(position, step),
+                "its model call failed, but it is not a failed call's step",
             )
         return
     if failed_call_step:
-        raise _corrupt(run_id, what, "it is a failed call's step, but its model call has a reply")
+        raise _corrupt(
+            run_id,
+            _describe_step(position, step),
+            "it is a failed call's step, but its model call has a reply",
+        )
     if step.content_chars != len(reply.content) or step.thinking_chars != len(reply.thinking):
         raise _corrupt(
-            run_id, what, "its content_chars/thinking_chars are not the lengths of its reply"
+            run_id,
+            _describe_step(position, step),
+            "its content_chars/thinking_chars are not the lengths of its reply",
         )
+
+
+def _outcome_difference(step: StepRecord, outcome: ActionOutcome) -> str:
+    for name, recorded in (
+        ("action_status", outcome.status),
+        ("observation", outcome.observation),
+        ("observation_is_synthetic", outcome.observation_is_synthetic),
+        ("observation_truncated_chars", outcome.observation_truncated_chars),
+        ("env_reported_completion", outcome.env_reported_completion),
+    ):
+        if getattr(step, name) != recorded:
+            return f"its {name} is not the one its action_outcome records"
+    return "it differs from its action_outcome"
 
 
 def _check_tail(log: RunLog, run_id: str, index: _Index) -> None:

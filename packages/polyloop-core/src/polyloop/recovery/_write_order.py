@@ -28,6 +28,7 @@ __all__ = ["WriteOrderCheck"]
 # The rank of a step's records is 4 * step + phase; RunStarted ranks below every step's.
 _MODEL_INTENT, _MODEL_RESULT, _ACTION_INTENT, _STEP = 0, 1, 2, 3
 _STARTED_RANK = -1
+_MODEL_CALL = IntentKind.MODEL_CALL
 _FINISHED_RANK = float("inf")
 
 
@@ -52,13 +53,14 @@ class WriteOrderCheck:
     (the store's reader and :func:`validate_log` refuse those).
     """
 
-    __slots__ = ("_highest", "_highest_at", "_latest_model_intent", "_where")
+    __slots__ = ("_highest", "_highest_number", "_highest_record", "_latest_model_intent", "_where")
 
     def __init__(self, where: str) -> None:
         self._where = where
         #: The highest rank read so far, the record holding it and its position.
         self._highest: float = float("-inf")
-        self._highest_at: tuple[LogRecord, int] | None = None
+        self._highest_record: LogRecord | None = None
+        self._highest_number = 0
         #: The last model-call intent read: the one a model result must follow.
         self._latest_model_intent: Intent | None = None
 
@@ -69,7 +71,7 @@ class WriteOrderCheck:
         if type(record) is StepCompleted:
             rank: float = 4 * record.step.step_idx + _STEP
         elif type(record) is Intent:
-            if record.kind is IntentKind.MODEL_CALL:
+            if record.kind is _MODEL_CALL:
                 rank = 4 * record.call_index + _MODEL_INTENT
                 self._latest_model_intent = record
             else:
@@ -92,14 +94,15 @@ class WriteOrderCheck:
         if rank <= self._highest:
             raise self._misplaced(record, unit, number, None)
         self._highest = rank
-        self._highest_at = (record, number)
+        self._highest_record = record
+        self._highest_number = number
 
     def _misplaced(
         self, record: LogRecord, unit: str, number: int, why: str | None
     ) -> CorruptLogError:
         if why is None:
-            assert self._highest_at is not None
-            earlier, at = self._highest_at
+            earlier, at = self._highest_record, self._highest_number
+            assert earlier is not None
             why = (
                 f"stands after {_describe(earlier)} ({unit} {at}), where the loop cannot have "
                 "written it"
