@@ -36,7 +36,7 @@ async def fill(store: SqliteRunStore | JsonlRunStore) -> None:
         for k in range(STEPS):
             records += tool_step_records(run_id, k, "lookup", ReplayPolicy.SAFE)
         steps = [tool_step(k, "lookup") for k in range(STEPS)]
-        records.append(finished(run_id, StopReason.TASK_COMPLETED, steps))
+        records.append(finished(run_id, StopReason.STEP_BUDGET, steps))
         await write(store, records)  # type: ignore[arg-type]
 
 

@@ -33,17 +33,22 @@ OBSERVATION = " ".join(f"word{index}" for index in range(80))
 
 
 async def long_run(store: SqliteRunStore, run_id: str, steps: int) -> None:
-    """A finished run whose steps all carry an observation far wider than a terminal."""
+    """A finished run whose steps all carry an observation far wider than a terminal; its
+    last step calls the completing tool."""
     records: list[object] = [started(run_id, {**SNAPSHOT, "model_client.model": LONG_MODEL})]
+    all_steps = []
     for k in range(steps):
-        step = tool_step(k, "lookup", OBSERVATION)
+        tool, policy = (
+            ("close", ReplayPolicy.NEVER) if k == steps - 1 else ("lookup", ReplayPolicy.SAFE)
+        )
+        step = tool_step(k, tool, OBSERVATION)
+        all_steps.append(step)
         records += [
             model_intent(run_id, k),
-            model_result(run_id, k, "CALL lookup {}"),
-            action_intent(run_id, k, ReplayPolicy.SAFE),
+            model_result(run_id, k, f"CALL {tool} {{}}"),
+            action_intent(run_id, k, policy),
             StepCompleted(run_id, f"action-{k}", outcome(OBSERVATION), step),
         ]
-    all_steps = [tool_step(k, "lookup", OBSERVATION) for k in range(steps)]
     records.append(finished(run_id, StopReason.TASK_COMPLETED, all_steps))
     await write(store, records)  # type: ignore[arg-type]
 

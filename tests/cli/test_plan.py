@@ -159,10 +159,25 @@ async def test_plan_without_the_parse_limit_in_the_snapshot_says_what_it_assumed
 async def test_plan_refuses_a_corrupt_log_naming_the_record(
     sqlite_store: SqliteRunStore, sqlite_path: Path, env: dict[str, str]
 ) -> None:
-    run_id = "result-without-intent"
-    await write(sqlite_store, [started(run_id), model_result(run_id, 0, "CALL x {}")])
+    run_id = "intent-ahead"
+    await write(sqlite_store, [started(run_id), model_intent(run_id, 1)])
     result = polyloop("plan", run_id, "--store", f"sqlite://{sqlite_path}", env=env)
     assert result.code == 6
     assert "Traceback" not in result.stderr
-    assert "ModelCallResult #0" in result.stderr
+    assert "Intent #0" in result.stderr
     assert "resume would refuse" in result.stderr
+
+
+async def test_plan_refuses_a_result_before_its_intent_naming_the_row(
+    sqlite_store: SqliteRunStore, sqlite_path: Path, env: dict[str, str]
+) -> None:
+    """A model result with no intent before it is refused by the store as it reads, naming the
+    row: the loop writes a result right after its intent."""
+    run_id = "result-without-intent"
+    await write(sqlite_store, [started(run_id), model_result(run_id, 0, "CALL x {}")])
+    result = polyloop("plan", run_id, "--store", f"sqlite://{sqlite_path}", env=env)
+    assert 6 == result.code
+    assert "Traceback" not in result.stderr
+    assert "seq 2: the ModelCallResult 'model-0' does not follow its model-call intent" in (
+        result.stderr
+    )

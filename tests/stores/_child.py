@@ -171,7 +171,9 @@ async def disk_full(kind: str, where: str) -> None:
         acknowledged += 1
     log = await store.read_log("full")
     resource.setrlimit(resource.RLIMIT_FSIZE, (hard, hard))
-    await store.write_intent(intent("full", IntentKind.ACTION, 0))
+    # The write that failed, made again once the disk has room (the loop's order is kept).
+    retried = intent("full", IntentKind.MODEL_CALL, acknowledged)
+    await store.write_intent(retried)
     after = await store.read_log("full")
     await close_store(store)
     print(
@@ -184,7 +186,7 @@ async def disk_full(kind: str, where: str) -> None:
                 "read_intents": len(log.intents),
                 "read_started": log.started == started("full"),
                 "intents_after_recovery": len(after.intents),
-                "last_after_recovery": after.intents[-1] == intent("full", IntentKind.ACTION, 0),
+                "last_after_recovery": after.intents[-1] == retried,
             }
         ),
         flush=True,

@@ -2,7 +2,8 @@
 
 ``parse_log`` decodes the whole file at once and ``scan_tail`` looks only for what a writer
 needs; both are checked here against straightforward references on files mixing good records,
-records of another run, records written twice, garbage, lines that are not UTF-8 and torn tails.
+records of another run, records written twice or out of the loop's order, garbage, lines that
+are not UTF-8 and torn tails.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from hypothesis import strategies as st
 
 from polyloop.errors import CorruptLogError, SerializationError
 from polyloop.ports import RunLog
+from polyloop.recovery import WriteOrderCheck
 from polyloop.serialization import dumps_log_record, loads_log_record
 from polyloop.stores._jsonl_format import parse_log, scan_tail
 from polyloop.types import Intent, ModelCallResult, RunFinished, RunStarted, StepCompleted
@@ -58,6 +60,7 @@ def _reference_log(data: bytes, run_id: str, where: str) -> RunLog:
     results: list[ModelCallResult] = []
     steps: list[StepCompleted] = []
     seen: set[tuple[object, ...]] = set()
+    order = WriteOrderCheck(where)
     for index, line in enumerate(lines):
         position = f"line {index + 1}"
         try:
@@ -73,6 +76,7 @@ def _reference_log(data: bytes, run_id: str, where: str) -> RunLog:
         if _key(record) in seen:
             raise CorruptLogError(f"{where}, {position}: a second {_named(_key(record))} for run")
         seen.add(_key(record))
+        order.add(record, "line", index + 1)  # the shared rule of the loop's write order
         if isinstance(record, RunStarted):
             started = record
         elif isinstance(record, Intent):

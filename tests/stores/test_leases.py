@@ -477,7 +477,9 @@ async def _old_file(path: str) -> None:
     rows = []
     for run_id in ("clean", "doubled"):
         log = await memory.read_log(run_id)
-        records: list[Any] = [log.started, *log.intents, *log.model_results, *log.steps]
+        records: list[Any] = [log.started]
+        for k, completed in enumerate(log.steps):  # in the order the loop writes them
+            records += [log.intents[2 * k], log.model_results[k], log.intents[2 * k + 1], completed]
         if run_id == "doubled":
             records.append(log.intents[1])
         rows += [(run_id, log_record_tag(r), dumps_log_record(r)) for r in records]

@@ -32,7 +32,7 @@ from polyloop.session import resume, run
 from polyloop.stores._postgres_session import WritingSession
 from polyloop.stores._postgres_target import parse_target
 from polyloop.stores.postgres import PostgresRunStore
-from polyloop.types import IntentKind, ModelCallResult, ReplayPolicy
+from polyloop.types import Intent, IntentKind, ModelCallResult, ReplayPolicy
 from tests.stores import _agent
 from tests.stores._helpers import (
     expected_log,
@@ -390,15 +390,17 @@ async def test_records_that_differ_in_their_key_are_all_kept(store: PostgresRunS
     """An intent of the other kind with the same result_id, and results of other result_ids,
     are different records and are stored."""
     await store.write_run_started(started("k"))
-    same_id = intent("k", IntentKind.MODEL_CALL, 0)
-    other_kind = intent("k", IntentKind.ACTION, 0)
-    other_kind = type(other_kind)("k", IntentKind.ACTION, 0, same_id.result_id, ReplayPolicy.SAFE)
+    # In the loop's write order, so that the read checks only what this test is about.
+    same_id = Intent("k", IntentKind.MODEL_CALL, 0, "r-1", ReplayPolicy.SAFE)
+    other_kind = Intent("k", IntentKind.ACTION, 0, same_id.result_id, ReplayPolicy.SAFE)
+    next_call = Intent("k", IntentKind.MODEL_CALL, 1, "r-2", ReplayPolicy.SAFE)
     await store.write_intent(same_id)
-    await store.write_intent(other_kind)
     await store.write_model_call_result(ModelCallResult("k", "r-1", None, "E: x"))
+    await store.write_intent(other_kind)
+    await store.write_intent(next_call)
     await store.write_model_call_result(ModelCallResult("k", "r-2", None, "E: x"))
     log = await store.read_log("k")
-    assert (same_id, other_kind) == log.intents
+    assert (same_id, other_kind, next_call) == log.intents
     assert ["r-1", "r-2"] == [r.result_id for r in log.model_results]
 
 

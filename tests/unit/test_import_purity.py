@@ -28,6 +28,7 @@ PUBLIC_MODULES = (
     "polyloop.tools",
     "polyloop.serialization",
     "polyloop.session",
+    "polyloop.recovery",
     "polyloop.errors",
     "polyloop.testing",
 )

@@ -13,7 +13,14 @@ from typing import Any
 
 from polyloop.errors import CorruptLogError
 from polyloop.ports import LeaseHolder, RunLog
-from polyloop.session import ResumePlan, plan_resume, validate_log
+from polyloop.recovery import (
+    PARSE_FAILURE_LIMIT_KEY,
+    ResumePlan,
+    is_parse_failure,
+    plan_resume,
+    snapshot_facts,
+    validate_log,
+)
 from polyloop.types import ActionStatus, Intent, StepRecord
 
 __all__ = [
@@ -30,9 +37,6 @@ __all__ = [
     "step_row",
 ]
 
-#: Snapshot key holding the parse-failure limit the run was started with.
-PARSE_LIMIT_KEY = "request.budget.max_consecutive_parse_failures"
-
 
 def corruption(log: RunLog, run_id: str) -> str | None:
     """``None`` when the log is structurally valid, else the one-line verdict naming the record."""
@@ -41,16 +45,6 @@ def corruption(log: RunLog, run_id: str) -> str | None:
     except CorruptLogError as error:
         return " ".join(str(error).split())
     return None
-
-
-def completing_tools(snapshot: Mapping[str, str]) -> frozenset[str]:
-    """Tools marked ``completes_run``, read back from the run's parameter snapshot."""
-    prefix, suffix = "request.tools.", ".completes_run"
-    return frozenset(
-        key[len(prefix) : -len(suffix)]
-        for key, value in snapshot.items()
-        if key.startswith(prefix) and key.endswith(suffix) and value == "true"
-    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,20 +86,17 @@ def plan_report(log: RunLog) -> PlanReport:
     The parse-failure limit and the ``completes_run`` tools come from the run's parameter
     snapshot, which is what ``resume`` would compare its own configuration against.
     """
-    snapshot: Mapping[str, str] = log.started.parameter_snapshot if log.started else {}
+    facts = snapshot_facts(log.started.parameter_snapshot if log.started else {})
     assumptions: list[str] = []
-    raw_limit = snapshot.get(PARSE_LIMIT_KEY)
-    limit: int
-    if raw_limit is not None and raw_limit.isdigit():
-        limit = int(raw_limit)
-    else:
+    limit = facts.max_consecutive_parse_failures
+    if limit is None:
         limit = 2**31
         assumptions.append(
-            f"the snapshot has no usable {PARSE_LIMIT_KEY}; parse failures were assumed "
+            f"the snapshot has no usable {PARSE_FAILURE_LIMIT_KEY}; parse failures were assumed "
             "never to reach the limit"
         )
     plan = plan_resume(
-        log, max_consecutive_parse_failures=limit, completing_tools=completing_tools(snapshot)
+        log, max_consecutive_parse_failures=limit, completing_tools=facts.completing_tools or ()
     )
     return PlanReport(plan, tuple(assumptions))
 
@@ -207,9 +198,7 @@ def run_totals(steps: Sequence[StepRecord], summary: Mapping[str, Any]) -> dict[
     return {
         "steps": len(steps),
         "executed_actions": sum(1 for step in steps if step.action_status is ActionStatus.EXECUTED),
-        "parse_failures": sum(
-            1 for step in steps if not step.parse_ok and step.parse_error is not None
-        ),
+        "parse_failures": sum(1 for step in steps if is_parse_failure(step)),
         "wall_ms": sum(step.step_wall_ms for step in steps),
         "status": summary["status"],
         "stop_reason": summary["stop_reason"],

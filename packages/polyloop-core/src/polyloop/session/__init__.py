@@ -1,20 +1,13 @@
 """Assembly and the governed loop: ``AgentDefinition``, ``RunRequest``, ``run`` and ``resume``.
 
-Also public, for tools that inspect logs without running anything: ``validate_log`` (the
-corruption rules) and ``plan_resume`` (the four-state recovery table).
+Also re-exported from :mod:`polyloop.recovery`, where they live, for tools that inspect logs
+without running anything: ``validate_log`` (the corruption rules) and ``plan_resume`` (the
+four-state recovery table).
 """
 
 from __future__ import annotations
 
-from polyloop.session._definition import (
-    OBSERVATION_TOKEN,
-    TOOLS_TOKEN,
-    AgentDefinition,
-    RunRequest,
-    merge_snapshots,
-)
-from polyloop.session._loop import DEFAULT_EVENT_TIMEOUT_SECONDS, resume, run, run_snapshot
-from polyloop.session._recovery import (
+from polyloop.recovery import (
     ResumeMove,
     ResumePlan,
     TailState,
@@ -24,6 +17,15 @@ from polyloop.session._recovery import (
     stop_after_step,
     validate_log,
 )
+from polyloop.session._definition import (
+    OBSERVATION_TOKEN,
+    TOOLS_TOKEN,
+    AgentDefinition,
+    RunRequest,
+    merge_snapshots,
+)
+from polyloop.session._loop import DEFAULT_EVENT_TIMEOUT_SECONDS, run, run_snapshot
+from polyloop.session._resume import resume
 
 __all__ = [
     "DEFAULT_EVENT_TIMEOUT_SECONDS",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from collections.abc import Iterable, Mapping
@@ -10,15 +11,57 @@ from types import MappingProxyType
 
 from polyloop.errors import ConfigurationError
 from polyloop.ports import ActionExecutor, DecisionParser, EventSink, ModelClient, RunStore
-from polyloop.tools import RegistryExecutor, ToolRegistry
+from polyloop.tools import RegistryExecutor, ToolRegistry, canonical_arguments
 from polyloop.types import Budget, Context, Injection, ReplayPolicy, SyntheticObservations
 
-__all__ = ["OBSERVATION_TOKEN", "TOOLS_TOKEN", "AgentDefinition", "RunRequest", "merge_snapshots"]
+__all__ = [
+    "OBSERVATION_TOKEN",
+    "TOOLS_TOKEN",
+    "AgentDefinition",
+    "RunRequest",
+    "merge_snapshots",
+    "snapshot_differences",
+]
 
 #: Replaced (literally, never with ``str.format``) by the observation in ``observation_template``.
 OBSERVATION_TOKEN = "{observation}"
 #: Replaced by the JSON of ``tools.schema_for_model()`` in ``tool_section_template``.
 TOOLS_TOKEN = "{tools}"
+
+#: Snapshot key families added after runs were first recorded (design 0032), as (prefix,
+#: suffix): a snapshot recorded before holds no key of such a family, and is compared without
+#: it. Once a snapshot holds one key of a family, every key of that family is compared.
+ADDED_KEY_FAMILIES: tuple[tuple[str, str], ...] = (
+    ("request.tools.", ".schema_sha256"),
+    ("request.tools.", ".description_sha256"),
+)
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def snapshot_differences(recorded: Mapping[str, str], current: Mapping[str, str]) -> list[str]:
+    """One line per key whose value differs (``<absent>`` on the side that lacks it).
+
+    A key family of :data:`ADDED_KEY_FAMILIES` that the recorded snapshot has no key of is left
+    out: the run was recorded before the family existed, and refusing every such run would only
+    force its users to start over.
+    """
+    skipped = [
+        family
+        for family in ADDED_KEY_FAMILIES
+        if not any(key.startswith(family[0]) and key.endswith(family[1]) for key in recorded)
+    ]
+    absent = "<absent>"
+    lines = []
+    for key in sorted(set(recorded) | set(current)):
+        if any(key.startswith(prefix) and key.endswith(suffix) for prefix, suffix in skipped):
+            continue
+        old, new = recorded.get(key, absent), current.get(key, absent)
+        if old != new:
+            lines.append(f"  {key}: recorded {old!r}, now {new!r}")
+    return lines
 
 
 def merge_snapshots(*parts: tuple[str, Mapping[str, str]]) -> dict[str, str]:
@@ -229,7 +272,11 @@ class RunRequest:
             )
 
     def parameter_snapshot(self) -> Mapping[str, str]:
-        """This request's parameters (``request.``) plus its executor's (``action_executor.``)."""
+        """This request's parameters (``request.``) plus its executor's (``action_executor.``).
+
+        Each tool contributes its replay policy, its ``completes_run`` flag and SHA-256 digests
+        of its JSON Schema (canonical JSON) and description.
+        """
         budget = self.budget
         own: dict[str, str] = {
             "budget.max_steps": str(budget.max_steps),
@@ -247,6 +294,10 @@ class RunRequest:
             assert spec is not None
             own[f"tools.{name}.replay_policy"] = spec.replay_policy.value
             own[f"tools.{name}.completes_run"] = "true" if spec.completes_run else "false"
+            # What the model is shown, and what a call is validated against: a resume under
+            # another schema could record a step that the log's own rules refuse.
+            own[f"tools.{name}.schema_sha256"] = _sha256(canonical_arguments(spec.parameters))
+            own[f"tools.{name}.description_sha256"] = _sha256(spec.description)
         binding = {f"model_binding.{key}": value for key, value in self.model_binding.items()}
         return merge_snapshots(
             ("request.", own),

@@ -1,8 +1,8 @@
-"""The governed loop: ``run`` and ``resume``.
+"""The governed loop: ``run``, and the steps both ``run`` and ``resume`` (``_resume``) drive.
 
 One step makes exactly one model call. Inside a step every store write is awaited before the
 next thing happens, and an intent is written before each side effect, so that ``resume`` can
-tell from the log alone what happened (see ``_recovery``).
+tell from the log alone what happened (see :mod:`polyloop.recovery`).
 """
 
 from __future__ import annotations
@@ -18,12 +18,11 @@ from polyloop.errors import (
     ConfigurationError,
     PolyLoopError,
     RunAlreadyStartedError,
-    RunNotFoundError,
-    SnapshotMismatchError,
     ToolCallRejected,
 )
 from polyloop.ports import (
     Action,
+    Decision,
     Event,
     EventKind,
     FinalAnswer,
@@ -31,20 +30,17 @@ from polyloop.ports import (
     ModelCall,
     RunLog,
 )
+from polyloop.recovery import (
+    action_result_id,
+    budget_stop,
+    model_result_id,
+    stop_after_step,
+    trailing_parse_failures,
+)
 from polyloop.session._definition import AgentDefinition, RunRequest, merge_snapshots
 from polyloop.session._events import EventChannel
 from polyloop.session._lease import check_lease_wait, release_run_lease, take_run_lease
 from polyloop.session._prompt import Prompt
-from polyloop.session._recovery import (
-    ResumeMove,
-    ResumePlan,
-    action_result_id,
-    model_result_id,
-    plan_resume,
-    stop_after_step,
-    trailing_parse_failures,
-    validate_log,
-)
 from polyloop.tools import canonical_arguments
 from polyloop.types import (
     ActionOutcome,
@@ -62,7 +58,16 @@ from polyloop.types import (
     StopReason,
 )
 
-__all__ = ["DEFAULT_EVENT_TIMEOUT_SECONDS", "resume", "run", "run_snapshot"]
+__all__ = [
+    "DEFAULT_EVENT_TIMEOUT_SECONDS",
+    "Clock",
+    "Driver",
+    "check_options",
+    "entry_ids",
+    "leased",
+    "run",
+    "run_snapshot",
+]
 
 logger = logging.getLogger("polyloop")
 
@@ -79,7 +84,7 @@ def run_snapshot(definition: AgentDefinition, request: RunRequest) -> Mapping[st
     )
 
 
-def _check_options(clock: Clock, event_timeout_seconds: float, lease_wait_seconds: float) -> None:
+def check_options(clock: Clock, event_timeout_seconds: float, lease_wait_seconds: float) -> None:
     check_lease_wait(lease_wait_seconds)
     if not callable(clock):
         raise ConfigurationError("clock must be a zero-argument callable returning seconds.")
@@ -92,16 +97,6 @@ def _check_options(clock: Clock, event_timeout_seconds: float, lease_wait_second
         raise ConfigurationError(
             f"event_timeout_seconds must be a finite number > 0, got {event_timeout_seconds!r}."
         )
-
-
-def _snapshot_differences(recorded: Mapping[str, str], current: Mapping[str, str]) -> list[str]:
-    absent = "<absent>"
-    lines = []
-    for key in sorted(set(recorded) | set(current)):
-        old, new = recorded.get(key, absent), current.get(key, absent)
-        if old != new:
-            lines.append(f"  {key}: recorded {old!r}, now {new!r}")
-    return lines
 
 
 @dataclass(slots=True)
@@ -152,7 +147,7 @@ class _Head:
         )
 
 
-class _Run:
+class Driver:
     """The state of one invocation (``run`` or ``resume``) of one run."""
 
     def __init__(
@@ -172,6 +167,7 @@ class _Run:
         self.steps: list[StepRecord] = []
         self.actions_executed = 0
         self.parse_failures_in_a_row = 0
+        self.final_answer: str | None = None
         self.finish_written = False
 
     # -- rebuilding from a log ------------------------------------------------------------
@@ -192,55 +188,52 @@ class _Run:
 
     # -- the loop ---------------------------------------------------------------------------
 
-    async def drive(self, first_step: int, tail: ResumePlan | None) -> RunResult:
-        """Run steps from ``first_step`` until a stop reason; record and return the result."""
+    async def drive(self, tail: Awaitable[StopReason | None] | None = None) -> RunResult:
+        """Run steps until a stop reason; record and return the result.
+
+        ``tail``: how a resumed run settles the tail of its log first (``_resume.settle``, the
+        one place that acts on the recovery table), awaited inside the cancellation guard.
+        """
         try:
-            final_answer: str | None = None
-            step_idx = first_step
-            while True:
-                reason, final_answer = await self.step(step_idx, tail)
-                tail = None
-                if reason is not None:
-                    return await self.finish(reason, final_answer)
-                step_idx += 1
+            reason = None if tail is None else await tail
+            while reason is None:
+                reason = await self.step(len(self.steps))
+            return await self.finish(reason)
         except asyncio.CancelledError:
             await self.record_cancelled()
             raise
 
-    async def step(self, k: int, tail: ResumePlan | None) -> tuple[StopReason | None, str | None]:
-        request, budget = self.request, self.request.budget
+    async def step(self, k: int) -> StopReason | None:
+        """Step ``k`` from its start: budgets, prompt, model intent, call, then the reply."""
+        budget = self.request.budget
         started = self.clock()
-        if k >= budget.max_steps:
-            return StopReason.STEP_BUDGET, None
-        if self.actions_executed >= budget.max_actions:
-            return StopReason.ACTION_BUDGET, None
+        stop = budget_stop(k, self.actions_executed, budget.max_steps, budget.max_actions)
+        if stop is not None:
+            return stop
         prompt_chars = self.prompt.chars
         if prompt_chars > budget.max_prompt_chars:
-            return StopReason.CONTEXT_OVERFLOW, None
+            return StopReason.CONTEXT_OVERFLOW
         await self.events.emit(Event(EventKind.STEP_STARTED, self.run_id, k))
-
-        move = ResumeMove.START_STEP if tail is None else tail.move
-        if move in (ResumeMove.REUSE_MODEL_RESULT, ResumeMove.EXECUTE_ACTION_AGAIN):
-            assert tail is not None
-            assert tail.model_result is not None
-            result = tail.model_result
-        else:
-            result_id = model_result_id(k)
-            if move is ResumeMove.START_STEP:
-                await self.store.write_intent(
-                    Intent(
-                        self.run_id,
-                        IntentKind.MODEL_CALL,
-                        k,
-                        result_id,
-                        request.model_replay_policy,
-                    )
-                )
-            result = await self.call_model(
-                self.prompt.model_call(k, self.run_id, result_id, request.model_binding)
+        result_id = model_result_id(k)
+        await self.store.write_intent(
+            Intent(
+                self.run_id, IntentKind.MODEL_CALL, k, result_id, self.request.model_replay_policy
             )
-            await self.store.write_model_call_result(result)
+        )
+        result = await self.model_result(k, result_id)
+        return await self.after_result(k, result, prompt_chars, started)
 
+    async def model_result(self, k: int, result_id: str) -> ModelCallResult:
+        """Call the model for step ``k`` (its intent is written) and record what came back."""
+        call = self.prompt.model_call(k, self.run_id, result_id, self.request.model_binding)
+        result = await self.call_model(call)
+        await self.store.write_model_call_result(result)
+        return result
+
+    async def after_result(
+        self, k: int, result: ModelCallResult, prompt_chars: int, started: float
+    ) -> StopReason | None:
+        """Record step ``k`` from its model result: a failed call, or the parsed decision."""
         if result.reply is None:
             step = StepRecord(
                 step_idx=k,
@@ -258,8 +251,103 @@ class _Run:
                 step_wall_ms=self.elapsed_ms(started),
             )
             await self.complete(step, None, None)
-            return StopReason.LLM_ERROR, None
-        return await self.after_reply(k, result.reply, prompt_chars, started, move)
+            return self.stop_reason(step, completes_run=False)
+        decision, head = self.interpret(k, result.reply, prompt_chars)
+        if isinstance(decision, InvalidDecision):
+            self.parse_failures_in_a_row += 1
+            step = head.record(
+                action=None,
+                parse_ok=False,
+                parse_error=decision.explanation,
+                observation=decision.explanation,
+                observation_is_synthetic=True,
+                step_wall_ms=self.elapsed_ms(started),
+            )
+            await self.complete(step, None, None)
+            return self.stop_reason(step, completes_run=False)
+
+        self.parse_failures_in_a_row = 0
+        if isinstance(decision, FinalAnswer):
+            step = head.record(
+                action=None,
+                parse_ok=True,
+                parse_error=None,
+                observation="",
+                observation_is_synthetic=False,
+                step_wall_ms=self.elapsed_ms(started),
+            )
+            self.final_answer = decision.text
+            await self.complete(step, None, None)
+            return self.stop_reason(step, completes_run=False)
+        return await self.act(k, decision, head, started)
+
+    def interpret(self, k: int, reply: ModelReply, prompt_chars: int) -> tuple[Decision, _Head]:
+        """Parse ``reply``; the decision and the step fields known from the reply alone."""
+        parsed = self.definition.decision_parser.parse(reply)
+        head = _Head(
+            k,
+            parsed.history_text,
+            len(reply.content),
+            len(reply.thinking),
+            prompt_chars,
+            reply.call_id,
+        )
+        return parsed.decision, head
+
+    async def act(self, k: int, action: Action, head: _Head, started: float) -> StopReason | None:
+        """An action of step ``k``: rejected by the registry, or announced and executed."""
+        call = action.tool_call
+        replay_policy = ReplayPolicy.NEVER
+        completes_run = False
+        if call is not None:
+            try:
+                self.request.tools.validate(call)
+            except ToolCallRejected as rejected:
+                logger.debug("polyloop: run %r step %d: %s", self.run_id, k, rejected)
+                step = head.record(
+                    action=action.text,
+                    parse_ok=True,
+                    parse_error=None,
+                    observation=self.definition.synthetic_observations.action_rejected,
+                    observation_is_synthetic=True,
+                    step_wall_ms=self.elapsed_ms(started),
+                    tool_name=call.name,
+                    tool_arguments=canonical_arguments(call.arguments),
+                    action_status=ActionStatus.NOT_EXECUTED,
+                )
+                await self.complete(step, None, None)
+                return self.stop_reason(step, completes_run=False)
+            spec = self.request.tools.spec_for(call.name)
+            assert spec is not None  # validate() accepted the name
+            replay_policy, completes_run = spec.replay_policy, spec.completes_run
+        await self.store.write_intent(
+            Intent(self.run_id, IntentKind.ACTION, k, action_result_id(k), replay_policy)
+        )
+        return await self.execute_announced(k, action, head, started, completes_run)
+
+    async def execute_announced(
+        self, k: int, action: Action, head: _Head, started: float, completes_run: bool
+    ) -> StopReason | None:
+        """Execute the action whose intent is written and record step ``k`` with its outcome."""
+        outcome = await self.execute(action)
+        call = action.tool_call
+        step = head.record(
+            action=action.text,
+            parse_ok=True,
+            parse_error=None,
+            observation=outcome.observation,
+            observation_is_synthetic=outcome.observation_is_synthetic,
+            observation_truncated_chars=outcome.observation_truncated_chars,
+            step_wall_ms=self.elapsed_ms(started),
+            tool_name=None if call is None else call.name,
+            tool_arguments=None if call is None else canonical_arguments(call.arguments),
+            action_status=outcome.status,
+            env_reported_completion=outcome.env_reported_completion,
+        )
+        if outcome.status is ActionStatus.EXECUTED:
+            self.actions_executed += 1
+        await self.complete(step, action_result_id(k), outcome)
+        return self.stop_reason(step, completes_run=completes_run)
 
     async def call_model(self, call: ModelCall) -> ModelCallResult:
         failure: str | None = None
@@ -277,115 +365,6 @@ class _Run:
                     "not a ModelReply"
                 )
         return ModelCallResult(self.run_id, call.result_id, reply, failure)
-
-    async def after_reply(
-        self, k: int, reply: ModelReply, prompt_chars: int, started: float, move: ResumeMove
-    ) -> tuple[StopReason | None, str | None]:
-        parsed = self.definition.decision_parser.parse(reply)
-        decision = parsed.decision
-        head = _Head(
-            k,
-            parsed.history_text,
-            len(reply.content),
-            len(reply.thinking),
-            prompt_chars,
-            reply.call_id,
-        )
-        if move is ResumeMove.EXECUTE_ACTION_AGAIN and not isinstance(decision, Action):
-            raise PolyLoopError(
-                f"Run {self.run_id!r}, step {k}: the recorded reply once parsed into an action "
-                f"but now parses into {type(decision).__name__}; the decision parser is not "
-                "deterministic, so resume cannot settle the action safely."
-            )
-
-        if isinstance(decision, InvalidDecision):
-            self.parse_failures_in_a_row += 1
-            step = head.record(
-                action=None,
-                parse_ok=False,
-                parse_error=decision.explanation,
-                observation=decision.explanation,
-                observation_is_synthetic=True,
-                step_wall_ms=self.elapsed_ms(started),
-            )
-            await self.complete(step, None, None)
-            return self.stop_reason(step, completes_run=False), None
-
-        self.parse_failures_in_a_row = 0
-        if isinstance(decision, FinalAnswer):
-            step = head.record(
-                action=None,
-                parse_ok=True,
-                parse_error=None,
-                observation="",
-                observation_is_synthetic=False,
-                step_wall_ms=self.elapsed_ms(started),
-            )
-            await self.complete(step, None, None)
-            return StopReason.AGENT_FINISHED, decision.text
-
-        return await self.act(k, decision, head, started, move)
-
-    async def act(
-        self,
-        k: int,
-        action: Action,
-        head: _Head,
-        started: float,
-        move: ResumeMove,
-    ) -> tuple[StopReason | None, str | None]:
-        request = self.request
-        call = action.tool_call
-        tool_name: str | None = None
-        tool_arguments: str | None = None
-        replay_policy = ReplayPolicy.NEVER
-        completes_run = False
-        if call is not None:
-            tool_name, tool_arguments = call.name, canonical_arguments(call.arguments)
-            try:
-                request.tools.validate(call)
-            except ToolCallRejected as rejected:
-                logger.debug("polyloop: run %r step %d: %s", self.run_id, k, rejected)
-                step = head.record(
-                    action=action.text,
-                    parse_ok=True,
-                    parse_error=None,
-                    observation=self.definition.synthetic_observations.action_rejected,
-                    observation_is_synthetic=True,
-                    step_wall_ms=self.elapsed_ms(started),
-                    tool_name=tool_name,
-                    tool_arguments=tool_arguments,
-                    action_status=ActionStatus.NOT_EXECUTED,
-                )
-                await self.complete(step, None, None)
-                return self.stop_reason(step, completes_run=False), None
-            spec = request.tools.spec_for(call.name)
-            assert spec is not None  # validate() accepted the name
-            replay_policy, completes_run = spec.replay_policy, spec.completes_run
-
-        result_id = action_result_id(k)
-        if move is not ResumeMove.EXECUTE_ACTION_AGAIN:
-            await self.store.write_intent(
-                Intent(self.run_id, IntentKind.ACTION, k, result_id, replay_policy)
-            )
-        outcome = await self.execute(action)
-        step = head.record(
-            action=action.text,
-            parse_ok=True,
-            parse_error=None,
-            observation=outcome.observation,
-            observation_is_synthetic=outcome.observation_is_synthetic,
-            observation_truncated_chars=outcome.observation_truncated_chars,
-            step_wall_ms=self.elapsed_ms(started),
-            tool_name=tool_name,
-            tool_arguments=tool_arguments,
-            action_status=outcome.status,
-            env_reported_completion=outcome.env_reported_completion,
-        )
-        if outcome.status is ActionStatus.EXECUTED:
-            self.actions_executed += 1
-        await self.complete(step, result_id, outcome)
-        return self.stop_reason(step, completes_run=completes_run), None
 
     async def execute(self, action: Action) -> ActionOutcome:
         try:
@@ -434,17 +413,17 @@ class _Run:
 
     # -- the end ----------------------------------------------------------------------------
 
-    def result(self, reason: StopReason, final_answer: str | None) -> RunResult:
+    def result(self, reason: StopReason) -> RunResult:
         return RunResult(
             run_id=self.run_id,
             stop_reason=reason,
-            final_answer=final_answer,
+            final_answer=self.final_answer if reason is StopReason.AGENT_FINISHED else None,
             steps=tuple(self.steps),
             event_delivery_failures=self.events.failures,
         )
 
-    async def finish(self, reason: StopReason, final_answer: str | None) -> RunResult:
-        result = self.result(reason, final_answer)
+    async def finish(self, reason: StopReason) -> RunResult:
+        result = self.result(reason)
         await self.store.write_run_finished(RunFinished(self.run_id, result))
         self.finish_written = True
         # Emitted after the record is written: its own failure is logged but cannot be counted.
@@ -459,7 +438,7 @@ class _Run:
             return  # cancelled while announcing an already recorded end: that record stands
         grace = self.request.cancel_grace_seconds
         deadline = time.monotonic() + grace
-        result = self.result(StopReason.CANCELLED, None)
+        result = self.result(StopReason.CANCELLED)
         write = asyncio.ensure_future(
             self.store.write_run_finished(RunFinished(self.run_id, result))
         )
@@ -513,17 +492,17 @@ async def run(
     for this run_id. ``clock`` measures ``step_wall_ms`` (seconds as float, monotonic).
     ``event_timeout_seconds`` bounds each event delivery.
     """
-    _check_options(clock, event_timeout_seconds, lease_wait_seconds)
-    return await _leased(
+    check_options(clock, event_timeout_seconds, lease_wait_seconds)
+    return await leased(
         _start, definition, request, clock, event_timeout_seconds, lease_wait_seconds
     )
 
 
-_Invocation = Callable[[AgentDefinition, RunRequest, Clock, float], Awaitable[RunResult]]
+Invocation = Callable[[AgentDefinition, RunRequest, Clock, float], Awaitable[RunResult]]
 
 
-async def _leased(
-    invocation: _Invocation,
+async def leased(
+    invocation: Invocation,
     definition: AgentDefinition,
     request: RunRequest,
     clock: Clock,
@@ -545,7 +524,7 @@ async def _start(
     event_timeout_seconds: float,
 ) -> RunResult:
     snapshot = run_snapshot(definition, request)
-    invocation = _Run(definition, request, clock, event_timeout_seconds)
+    invocation = Driver(definition, request, clock, event_timeout_seconds)
     existing = await definition.store.read_log(request.run_id)
     if existing != RunLog():
         raise RunAlreadyStartedError(
@@ -559,121 +538,14 @@ async def _start(
             EventKind.RUN_STARTED,
             request.run_id,
             0,
-            injection_entry_ids=_entry_ids(request),
+            injection_entry_ids=entry_ids(request),
         )
     )
-    return await invocation.drive(0, None)
+    return await invocation.drive()
 
 
-def _entry_ids(request: RunRequest) -> Mapping[str, tuple[str, ...]]:
+def entry_ids(request: RunRequest) -> Mapping[str, tuple[str, ...]]:
     return {
         channel: tuple(entry.entry_id for entry in entries)
         for channel, entries in request.injections.items()
     }
-
-
-async def resume(
-    definition: AgentDefinition,
-    request: RunRequest,
-    *,
-    clock: Clock = time.monotonic,
-    event_timeout_seconds: float = DEFAULT_EVENT_TIMEOUT_SECONDS,
-    lease_wait_seconds: float = 0.0,
-) -> RunResult:
-    """Continue run ``request.run_id`` from its log, by the recovery table.
-
-    Takes the run's lease first, then reads the log (so it sees everything earlier drivers
-    wrote), and holds the lease until it returns or raises; while another driver holds it,
-    raises :class:`RunLeaseHeldError` before reading, writing or calling any seam (after
-    retrying for up to ``lease_wait_seconds``). Raises :class:`RunNotFoundError` when there is
-    no ``RunStarted``, :class:`CorruptLogError` naming the offending record,
-    :class:`SnapshotMismatchError` listing every differing parameter. A finished run's recorded
-    result is returned without calling any seam.
-    """
-    _check_options(clock, event_timeout_seconds, lease_wait_seconds)
-    return await _leased(
-        _continue, definition, request, clock, event_timeout_seconds, lease_wait_seconds
-    )
-
-
-async def _continue(
-    definition: AgentDefinition,
-    request: RunRequest,
-    clock: Clock,
-    event_timeout_seconds: float,
-) -> RunResult:
-    run_id = request.run_id
-    log = await definition.store.read_log(run_id)
-    if log.started is None:
-        raise RunNotFoundError(
-            f"Run {run_id!r} has no RunStarted record in this store, so there is nothing to "
-            "resume; check the run_id and the store, or start it with run()."
-        )
-    validate_log(log, run_id)
-    current = run_snapshot(definition, request)
-    differences = _snapshot_differences(log.started.parameter_snapshot, current)
-    if differences:
-        raise SnapshotMismatchError(
-            f"Run {run_id!r} was started with other parameters than it is resumed with; "
-            "resume only under the exact configuration it started with (or start a new run). "
-            "Differences:\n" + "\n".join(differences)
-        )
-    if log.finished is not None:
-        return log.finished.result
-
-    plan = plan_resume(
-        log,
-        max_consecutive_parse_failures=request.budget.max_consecutive_parse_failures,
-        completing_tools=_completing_tools(request),
-    )
-    invocation = _Run(definition, request, clock, event_timeout_seconds)
-    invocation.rebuild(log)
-    await invocation.events.emit(
-        Event(
-            EventKind.RUN_STARTED,
-            run_id,
-            plan.next_step,
-            resumed=True,
-            injection_entry_ids=_entry_ids(request),
-        )
-    )
-    try:
-        if plan.move is ResumeMove.RECORD_FINISH:
-            assert plan.stop_reason is not None
-            final_answer = (
-                _recorded_final_answer(definition, log)
-                if (plan.stop_reason is StopReason.AGENT_FINISHED)
-                else None
-            )
-            return await invocation.finish(plan.stop_reason, final_answer)
-        if plan.move is ResumeMove.STOP_STATE_UNKNOWN:
-            return await invocation.finish(StopReason.RESUME_STATE_UNKNOWN, None)
-    except asyncio.CancelledError:
-        await invocation.record_cancelled()
-        raise
-    invocation.rebuild_history()
-    return await invocation.drive(plan.next_step, plan)
-
-
-def _completing_tools(request: RunRequest) -> frozenset[str]:
-    names = set()
-    for name in request.tools.names():
-        spec = request.tools.spec_for(name)
-        if spec is not None and spec.completes_run:
-            names.add(name)
-    return frozenset(names)
-
-
-def _recorded_final_answer(definition: AgentDefinition, log: RunLog) -> str:
-    last = log.steps[-1].step.step_idx
-    wanted = model_result_id(last)
-    for result in log.model_results:
-        if result.result_id == wanted and result.reply is not None:
-            decision = definition.decision_parser.parse(result.reply).decision
-            if isinstance(decision, FinalAnswer):
-                return decision.text
-    raise PolyLoopError(
-        f"Run {log.started.run_id if log.started else '?'!r}: step {last} was recorded as a final "
-        "answer but its recorded reply no longer parses into one; the decision parser is not "
-        "deterministic."
-    )

@@ -17,6 +17,7 @@ from collections.abc import Iterable
 
 from polyloop.errors import CorruptLogError, DuplicateRecordError, RunAlreadyStartedError
 from polyloop.ports import RunLog
+from polyloop.recovery import WriteOrderCheck
 from polyloop.serialization import LogRecord
 from polyloop.types import Intent, ModelCallResult, RunFinished, RunStarted, StepCompleted
 
@@ -106,13 +107,15 @@ class LogBuilder:
     """Collects the decoded records of one run, in storage order, into a :class:`RunLog`.
 
     Refuses (with :class:`CorruptLogError`) what no store would ever write: a record of another
-    run_id, and a second record of a key (:func:`record_key`). ``where`` names the storage
-    (file, database) in those messages, and each refusal names the stored position.
+    run_id, a second record of a key (:func:`record_key`), and a record that stands where the
+    loop cannot have written it (:class:`~polyloop.recovery.WriteOrderCheck`). ``where`` names
+    the storage (file, database) in those messages, and each refusal names the stored position.
     """
 
     __slots__ = (
         "_finished",
         "_intents",
+        "_order",
         "_results",
         "_run_id",
         "_seen",
@@ -131,6 +134,7 @@ class LogBuilder:
         self._finished: RunFinished | None = None
         #: Every key added so far, with the number of the unit it was found at.
         self._seen: dict[RecordKey, int] = {}
+        self._order = WriteOrderCheck(where)
 
     @property
     def keys(self) -> frozenset[RecordKey]:
@@ -153,6 +157,7 @@ class LogBuilder:
                 f"{self._run_id!r} (the first is at {unit} {seen[key]}); the store never writes "
                 "one, so two drivers or a hand edit wrote it. Inspect the log before resuming."
             )
+        self._order.add(record, unit, number)
         seen[key] = number
         tag = key[0]
         if tag == "intent":

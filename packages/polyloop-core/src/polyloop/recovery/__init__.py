@@ -1,0 +1,50 @@
+"""Reading a run log back: its rules, why a run stopped, and the recovery table.
+
+Below the loop and above the values, so that everything that reads a log uses the same rules:
+``resume`` (to decide what to do), the stores (while they read), the ``polyloop`` command (to
+show what ``resume`` would do, without calling any seam) and any downstream tool.
+
+- :func:`validate_log`: the structural rules; a log that breaks one is corrupt.
+- :class:`WriteOrderCheck`: the order of writes across record kinds, for stores that keep it.
+- :func:`stop_after_step`, :func:`budget_stop`, :func:`stop_reasons_allowed` and
+  :func:`snapshot_facts`: the stop reason a recorded step implies, the budgets, the reasons a
+  finished log may name, and what a run's parameter snapshot says about them.
+- :func:`plan_resume`: the four-state table applied to the tail of a valid log.
+- :func:`model_result_id` / :func:`action_result_id`: the ids the loop allocates.
+"""
+
+from __future__ import annotations
+
+from polyloop.recovery._result_ids import action_result_id, model_result_id
+from polyloop.recovery._stops import (
+    PARSE_FAILURE_LIMIT_KEY,
+    SnapshotFacts,
+    budget_stop,
+    is_parse_failure,
+    snapshot_facts,
+    stop_after_step,
+    stop_reasons_allowed,
+    trailing_parse_failures,
+)
+from polyloop.recovery._table import ResumeMove, ResumePlan, TailState, plan_resume
+from polyloop.recovery._validation import validate_log
+from polyloop.recovery._write_order import WriteOrderCheck
+
+__all__ = [
+    "PARSE_FAILURE_LIMIT_KEY",
+    "ResumeMove",
+    "ResumePlan",
+    "SnapshotFacts",
+    "TailState",
+    "WriteOrderCheck",
+    "action_result_id",
+    "budget_stop",
+    "is_parse_failure",
+    "model_result_id",
+    "plan_resume",
+    "snapshot_facts",
+    "stop_after_step",
+    "stop_reasons_allowed",
+    "trailing_parse_failures",
+    "validate_log",
+]
