@@ -183,15 +183,15 @@ def test_parameters_name_the_directory_and_nothing_else(tmp_path: object) -> Non
     store.close()
 
 
-async def test_run_ids_skip_torn_only_files_and_refuse_renamed_ones(tmp_path: object) -> None:
+async def test_listing_skips_torn_only_files_and_refuses_renamed_ones(tmp_path: object) -> None:
     async with JsonlRunStore(str(tmp_path)) as store:
-        assert await store.run_ids() == ()
+        assert await store.list_run_ids() == ()
         await store.write_run_started(started("real"))
         write_bytes(store.path_for("torn"), _line(started("torn"))[:20])
-        assert await store.run_ids() == ("real",)
+        assert await store.list_run_ids() == ("real",)
         write_bytes(store.path_for("copy"), read_bytes(store.path_for("real")))
         with pytest.raises(CorruptLogError, match="renamed or copied"):
-            await store.run_ids()
+            await store.list_run_ids()
 
 
 def test_nonsense_limits_are_refused(tmp_path: object) -> None:

@@ -24,6 +24,7 @@ from polyloop.stores.sqlite import SqliteRunStore
 from polyloop.types import IntentKind
 from tests.stores._helpers import (
     DURABLE_KINDS,
+    FILE_KINDS,
     Opened,
     close_store,
     expected_log,
@@ -172,7 +173,7 @@ def _lease_descriptors() -> list[int]:
     return found
 
 
-@pytest.mark.parametrize("kind", DURABLE_KINDS)
+@pytest.mark.parametrize("kind", FILE_KINDS)
 async def test_lease_files_are_closed_on_exec(kind: str, tmp_path: object) -> None:
     """The one descriptor of a held lease file is close-on-exec, and goes on release."""
     store = _leasing(open_store(kind, str(tmp_path)))
@@ -187,7 +188,7 @@ async def test_lease_files_are_closed_on_exec(kind: str, tmp_path: object) -> No
         await close_store(store)
 
 
-@pytest.mark.parametrize("kind", DURABLE_KINDS)
+@pytest.mark.parametrize("kind", FILE_KINDS)
 def test_a_forked_child_holds_none_of_its_parents_leases(kind: str, tmp_path: object) -> None:
     """After a plain fork of a process holding a lease, the child is refused the lease (the
     parent holds it, named by the kernel) and cannot give it back by closing what it inherited.
@@ -417,7 +418,7 @@ async def test_a_second_record_of_one_key_is_refused_and_nothing_changes(
     await write_run(opened.store, "d", 2, finish=False)
     stores = [opened.store] if opened.kind == "memory" else [opened.store, opened.reopen()]
     for store in stores:
-        with pytest.raises(DuplicateRecordError, match=r"Run 'd' already has a .*second one"):
+        with pytest.raises(DuplicateRecordError, match=r"Run 'd' already has an? .*second one"):
             await _write(store, DUPLICATES[what]())
     assert expected_log("d", 2, finish=False) == await opened.store.read_log("d")
 

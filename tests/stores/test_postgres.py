@@ -436,7 +436,7 @@ async def test_a_refused_write_fails_alone_in_its_batch(
     assert started("taken") == (await store.read_log("taken")).started
 
 
-# -- group commit, listing, run_ids -----------------------------------------------------------
+# -- group commit, listing -----------------------------------------------------------------
 
 
 async def test_concurrent_runs_share_commits(store: PostgresRunStore) -> None:
@@ -458,7 +458,6 @@ async def test_run_ids_of_any_text_are_listed_exactly_in_order_of_first_record(
         await store.write_run_started(started(run_id))
     await store.write_intent(intent("b", IntentKind.MODEL_CALL, 0))
     assert tuple(ids) == await store.list_run_ids()
-    assert tuple(ids) == await store.run_ids()
 
 
 async def test_a_reader_connection_the_server_ended_is_replaced_before_the_next_read(

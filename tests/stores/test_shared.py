@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import inspect
 import os
 import tempfile
 from collections.abc import Mapping
@@ -13,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from polyloop.errors import PolyLoopError, RunAlreadyStartedError
-from polyloop.ports import RunLog, RunStore
+from polyloop.ports import RunListing, RunLog, RunStore, StoreClosing
 from polyloop.types import IntentKind, RunStarted
 from tests.stores._helpers import (
     HOSTILE_RUN_IDS,
@@ -210,13 +209,33 @@ def test_any_set_of_run_ids_stays_apart(kind: str, run_ids: list[str]) -> None:
             assert len({n.lower() for n in names}) == len(run_ids)
 
 
-async def test_run_ids_lists_every_run_with_a_record(opened: Opened) -> None:
+async def test_list_run_ids_lists_every_run_with_a_record_once(opened: Opened) -> None:
+    """Every store implements RunListing: each run with a record is listed once, whatever its
+    id, and a run only read is not listed."""
+    store = opened.store
+    assert isinstance(store, RunListing)
     ids = ["b", "a", "../c", ""]
     for run_id in ids:
-        await opened.store.write_run_started(started(run_id))
-    await write_run(opened.store, "d", 1)
-    listed = opened.store.run_ids()  # type: ignore[attr-defined]
-    if inspect.isawaitable(listed):
-        listed = await listed
-    assert sorted(listed) == sorted([*ids, "d"])
-    assert len(listed) == len(ids) + 1
+        await store.write_run_started(started(run_id))
+    await write_run(store, "d", 1)
+    await store.read_log("only-read")
+    listed = await store.list_run_ids()
+    assert sorted([*ids, "d"]) == sorted(listed)
+    assert len(ids) + 1 == len(listed)
+
+
+async def test_closing_waits_for_the_write_in_flight_and_twice_is_harmless(
+    opened: Opened,
+) -> None:
+    """Every store implements StoreClosing: ``aclose`` returns once the write in flight is
+    stored, and closing again (sync or async) does nothing."""
+    store = opened.store
+    assert isinstance(store, StoreClosing)
+    pending = asyncio.ensure_future(store.write_run_started(started("last")))
+    await asyncio.sleep(0)
+    await store.aclose()
+    await pending
+    store.close()
+    await store.aclose()
+    reader = opened.reopen()
+    assert RunLog(started=started("last")) == await reader.read_log("last")

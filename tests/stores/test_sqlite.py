@@ -173,11 +173,11 @@ async def test_a_missing_parent_directory_is_reported_with_advice(tmp_path: obje
         await store.__aexit__(None, None, None)
 
 
-async def test_run_ids_of_a_missing_file_are_empty_and_create_nothing(tmp_path: object) -> None:
+async def test_listing_a_missing_file_finds_no_run_and_creates_nothing(tmp_path: object) -> None:
     path = os.path.join(str(tmp_path), "none.db")
     store = SqliteRunStore(path)
     try:
-        assert await store.run_ids() == ()
+        assert await store.list_run_ids() == ()
     finally:
         await store.__aexit__(None, None, None)
     assert not exists(path)
