@@ -13,20 +13,25 @@ The default store is ``$POLYLOOP_STORE`` when set, else the demo's SQLite file
 from __future__ import annotations
 
 import asyncio
-import inspect
 import os
-import sqlite3
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from polyloop.errors import PolyLoopError
-from polyloop.ports import LeaseHolder, RunLeasing, RunListing, RunLog, RunStore
+from polyloop.ports import LeaseHolder, RunLeasing, RunListing, RunLog, RunStore, StoreClosing
 from polyloop_cli.errors import CliError, ExitCode, shown_id
-from polyloop_cli.salvage import Salvage, salvage_jsonl, salvage_sqlite
-from polyloop_cli.store_check import check_store_path, is_run_file_name
+from polyloop_cli.salvage import (
+    LayoutUnreadable,
+    Listing,
+    Salvage,
+    list_from_layout,
+    salvage_jsonl,
+    salvage_sqlite,
+)
+from polyloop_cli.store_check import check_store_path
 
 __all__ = [
     "DEMO_STORE_NAME",
@@ -119,7 +124,7 @@ def parse_store_url(text: str) -> StoreUrl:
     )
 
 
-def _construct(url: StoreUrl) -> Any:
+def _construct(url: StoreUrl) -> RunStore:
     if url.kind == "jsonl":
         from polyloop.stores.jsonl import JsonlRunStore
 
@@ -133,20 +138,6 @@ def _construct(url: StoreUrl) -> Any:
             "upgrade polyloop-stores or use a jsonl: store.",
         ) from None
     return SqliteRunStore(url.path)
-
-
-async def _close(store: object) -> None:
-    aclose = getattr(store, "aclose", None)
-    if callable(aclose):
-        await aclose()
-        return
-    close = getattr(store, "close", None)
-    if callable(close):
-        if inspect.iscoroutinefunction(close):
-            await close()
-        else:
-            # The durable stores' close() blocks while writes in flight commit.
-            await asyncio.to_thread(close)
 
 
 @asynccontextmanager
@@ -180,7 +171,8 @@ async def open_store(
     try:
         yield store
     finally:
-        await _close(store)
+        if isinstance(store, StoreClosing):
+            await store.aclose()
 
 
 def _one_line(error: BaseException) -> str:
@@ -243,13 +235,14 @@ async def read_log(
 
 async def salvage(store: RunStore, url: StoreUrl, run_id: str) -> Salvage:
     """The readable records of a damaged run, read record by record from the store's layout."""
-    if url.kind == "sqlite":
-        return await asyncio.to_thread(salvage_sqlite, url.path, run_id)
-    path_for = getattr(store, "path_for", None)
-    path = Path(path_for(run_id)) if callable(path_for) else None
-    if path is None:
-        return Salvage(RunLog(), (f"{url.path}: the store does not say which file holds the run",))
-    return await asyncio.to_thread(salvage_jsonl, path, run_id)
+    from polyloop.stores.jsonl import JsonlRunStore
+    from polyloop.stores.sqlite import SqliteRunStore
+
+    if isinstance(store, SqliteRunStore):
+        return await asyncio.to_thread(salvage_sqlite, Path(store.path), run_id)
+    if isinstance(store, JsonlRunStore):
+        return await asyncio.to_thread(salvage_jsonl, Path(store.path_for(run_id)), run_id)
+    return Salvage(RunLog(), (f"{url}: the CLI reads no other store's storage",))
 
 
 async def lease_holder(store: RunStore, url: StoreUrl, run_id: str) -> LeaseHolder | None:
@@ -263,92 +256,24 @@ async def lease_holder(store: RunStore, url: StoreUrl, run_id: str) -> LeaseHold
         raise _unreadable(url, error) from None
 
 
-@dataclass(frozen=True, slots=True)
-class Listing:
-    """The run ids a store holds, and what could not even be attributed to a run."""
-
-    run_ids: Sequence[str]
-    #: Storage units (files) whose run_id cannot be read: each a one-line description.
-    unreadable: Sequence[str] = ()
-
-
 async def list_run_ids(store: RunStore, url: StoreUrl) -> Listing:
-    """Every run_id in the store.
+    """Every run_id in the store, from its own listing (:class:`RunListing`).
 
-    Asks the store (``RunListing.list_run_ids``, or a ``run_ids()`` method, sync or async).
-    When it has no listing, or its listing fails on a damaged part, the documented on-disk
-    layout is read instead, unit by unit, so that the readable runs are still listed and the
-    damaged units named: the ``run_records`` table for SQLite, the first line of every run
-    file for JSON Lines.
+    When that fails on a damaged part of a shipped file store, the runs are listed from its
+    layout instead (:func:`polyloop_cli.salvage.list_from_layout`), unit by unit, so that the
+    readable runs are still listed and the damaged units named.
     """
-    method: Any = store.list_run_ids if isinstance(store, RunListing) else None
-    method = method or getattr(store, "run_ids", None)
-    if callable(method):
-        try:
-            result = method()
-            if inspect.isawaitable(result):
-                result = await result
-            return Listing(tuple(str(item) for item in result))
-        except (PolyLoopError, OSError):
-            pass  # read the layout instead: it names the damaged unit and lists the rest
-    if url.kind == "jsonl":
-        return await asyncio.to_thread(_scan_jsonl_directory, url)
-    return await asyncio.to_thread(_scan_sqlite_file, url)
-
-
-#: Run ids from the table, then (the table's pages damaged) from the index alone.
-_SQLITE_LISTINGS = (
-    "SELECT run_id FROM run_records GROUP BY run_id ORDER BY MIN(seq)",
-    "SELECT run_id FROM run_records INDEXED BY run_records_by_run GROUP BY run_id "
-    "ORDER BY MIN(seq)",
-)
-
-
-def _scan_sqlite_file(url: StoreUrl) -> Listing:
-    """Run ids from the documented layout (table ``run_records``, one row per record, in
-    ``seq`` order), read through a read-only connection."""
+    if not isinstance(store, RunListing):
+        raise CliError(
+            ExitCode.STORE_UNREADABLE,
+            f"the {url.kind} store at {url.path} cannot list its runs (it does not implement "
+            "polyloop.ports.RunListing); name a run instead: show, plan and verify take a RUN_ID.",
+        )
     try:
-        connection = sqlite3.connect(f"{url.path.resolve().as_uri()}?mode=ro", uri=True)
-    except sqlite3.Error as error:
+        return Listing(await store.list_run_ids())
+    except (PolyLoopError, OSError):
+        pass  # read the layout instead: it names the damaged unit and lists the rest
+    try:
+        return await asyncio.to_thread(list_from_layout, url.kind, url.path)
+    except LayoutUnreadable as error:
         raise _unreadable(url, error) from None
-    failure: sqlite3.Error | None = None
-    try:
-        for query in _SQLITE_LISTINGS:
-            try:
-                rows = connection.execute(query).fetchall()
-            except sqlite3.Error as error:
-                failure = failure or error
-                continue
-            return Listing(tuple(str(row[0]) for row in rows))
-    finally:
-        connection.close()
-    assert failure is not None
-    raise _unreadable(url, failure)
-
-
-def _scan_jsonl_directory(url: StoreUrl) -> Listing:
-    from polyloop.serialization import loads_log_record
-
-    ids: list[str] = []
-    unreadable: list[str] = []
-    try:
-        names = sorted(entry for entry in os.listdir(url.path) if is_run_file_name(entry))
-    except OSError as error:
-        raise _unreadable(url, error) from None
-    for name in names:
-        try:
-            with open(url.path / name, "rb") as handle:
-                first = handle.readline()
-        except OSError as error:
-            unreadable.append(f"{name}: cannot be read ({error.strerror})")
-            continue
-        if not first.endswith(b"\n"):
-            continue  # empty, or one torn line: the run's first write was never acknowledged
-        try:
-            record = loads_log_record(first.decode("utf-8"))
-        except (PolyLoopError, UnicodeDecodeError, ValueError) as error:
-            unreadable.append(f"{name}, line 1: {_one_line(error)}")
-            continue
-        if record.run_id not in ids:
-            ids.append(record.run_id)
-    return Listing(tuple(ids), tuple(unreadable))
