@@ -246,7 +246,7 @@ def test_unknown_run(command: str, sqlite_url: str, env: dict[str, str]) -> None
 @pytest.mark.parametrize(
     ("store", "code"),
     [
-        ("postgres://db/runs", 3),
+        ("mysql://db/runs", 3),
         ("memory:", 3),
         ("sqlite://host/x.sqlite", 3),
         ("definitely/not/here", 3),
@@ -276,7 +276,7 @@ def test_a_file_that_is_not_a_store(tmp_path: Path, env: dict[str, str]) -> None
 
 
 def test_errors_in_json_mode_are_one_json_line(env: dict[str, str]) -> None:
-    result = polyloop("runs", "--store", "postgres://x", "--json", env=env)
+    result = polyloop("runs", "--store", "mysql://x", "--json", env=env)
     assert result.code == 3
     assert "Traceback" not in result.stderr
     (line,) = result.stderr.strip().splitlines()

@@ -223,11 +223,12 @@ def test_an_unreachable_endpoint_is_a_model_error(tmp_path: Path) -> None:
 def test_a_paused_worker_whose_parent_died_exits_without_finishing(tmp_path: Path) -> None:
     """The worker waits for its SIGKILL at the crash point; should the demo die first, the
     worker must not wake up later and finish the run behind everybody's back."""
+    from polyloop_cli.demo_worker import STORE_VARIABLE
     from tests.cli._kit import clean_env
 
     ledger = tmp_path / "ledger.jsonl"
+    store = f"sqlite://{tmp_path / 'runs.sqlite'}"
     config = {
-        "store": f"sqlite://{tmp_path / 'runs.sqlite'}",
         "run_id": "orphan",
         "ledger": str(ledger),
         "pause_in": "issue_refund",
@@ -239,7 +240,7 @@ def test_a_paused_worker_whose_parent_died_exits_without_finishing(tmp_path: Pat
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=clean_env(tmp_path / "home"),
+        env={**clean_env(tmp_path / "home"), STORE_VARIABLE: store},
     )
     assert worker.stdin is not None
     assert worker.stdout is not None
@@ -256,7 +257,7 @@ def test_a_paused_worker_whose_parent_died_exits_without_finishing(tmp_path: Pat
     worker.stderr.close()
     assert ledger_counts(ledger, "orphan") == {"lookup_order": 1, "issue_refund": 1}
     env = clean_env(tmp_path / "home")
-    shown = polyloop("show", "orphan", "--store", config["store"], "--json", env=env)
+    shown = polyloop("show", "orphan", "--store", store, "--json", env=env)
     assert shown.json()["status"] == "unfinished"
     assert shown.json()["steps"] != []
     assert len(shown.json()["steps"]) == 1

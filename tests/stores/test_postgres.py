@@ -78,10 +78,12 @@ def _setting(store: PostgresRunStore, name: str) -> str:
 
 
 def test_the_other_stores_never_import_the_postgres_driver() -> None:
-    """Importing the memory, jsonl and sqlite stores (and the package) leaves psycopg unloaded."""
+    """Importing the memory, jsonl and sqlite stores (and the package, and the store URLs)
+    leaves psycopg unloaded."""
     code = (
         "import sys, polyloop.stores, polyloop.stores.memory, polyloop.stores.jsonl, "
-        "polyloop.stores.sqlite; print(sorted(m for m in sys.modules if m.startswith('psycopg')))"
+        "polyloop.stores.sqlite, polyloop.stores.urls; "
+        "print(sorted(m for m in sys.modules if m.startswith('psycopg')))"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True

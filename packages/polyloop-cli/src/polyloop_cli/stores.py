@@ -1,13 +1,20 @@
-"""Store URLs: parsing, opening an existing store, and listing the runs it holds.
+"""Store URLs: parsing, opening a store, reading and listing its runs.
 
-URL forms (see ``research-wiki/design/0015-cli.md``):
+A store URL names its store by scheme; the store comes from the factory registered for that
+scheme under the entry-point group ``polyloop.stores`` (:mod:`polyloop.stores.urls`, design
+0034), so a third-party store is inspected like the shipped ones. Shipped forms:
 
 - ``sqlite:///abs/path.sqlite`` (empty authority, absolute path) or ``sqlite:rel/path.sqlite``
 - ``jsonl:///abs/dir`` or ``jsonl:rel/dir``
+- ``postgresql://user@host:port/database?schema=name`` (or ``postgres://``)
 - a bare path to an existing file (SQLite) or directory (JSON Lines), for convenience.
 
 The default store is ``$POLYLOOP_STORE`` when set, else the demo's SQLite file
 ``$POLYLOOP_HOME/demo.sqlite`` (``POLYLOOP_HOME`` defaults to ``./.polyloop``).
+
+The shipped file stores get more care than any other (design 0027): what is at their path is
+recognised by content first (:mod:`polyloop_cli.store_check`), and when they cannot read
+themselves the CLI reads their layout (:mod:`polyloop_cli.salvage`).
 """
 
 from __future__ import annotations
@@ -16,13 +23,20 @@ import asyncio
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
-from polyloop.errors import PolyLoopError
+from polyloop.errors import ConfigurationError, CorruptLogError, PolyLoopError
 from polyloop.ports import LeaseHolder, RunLeasing, RunListing, RunLog, RunStore, StoreClosing
+from polyloop.stores.urls import (
+    local_store_path,
+    open_store_url,
+    shown_url,
+    store_factories,
+    url_scheme,
+)
 from polyloop_cli.errors import CliError, ExitCode, shown_id
+from polyloop_cli.redaction import remember_secrets_of
 from polyloop_cli.salvage import (
     LayoutUnreadable,
     Listing,
@@ -35,6 +49,7 @@ from polyloop_cli.store_check import check_store_path
 
 __all__ = [
     "DEMO_STORE_NAME",
+    "FILE_SCHEMES",
     "Listing",
     "RunRead",
     "StoreUrl",
@@ -49,25 +64,44 @@ __all__ = [
     "salvage",
 ]
 
-Kind = Literal["sqlite", "jsonl"]
-
 #: File name of the demo's SQLite store inside ``POLYLOOP_HOME``.
 DEMO_STORE_NAME = "demo.sqlite"
+#: The shipped stores that live in local files, which the CLI recognises and salvages.
+FILE_SCHEMES = ("sqlite", "jsonl")
 
-_EXAMPLES = "sqlite:///abs/path.sqlite, sqlite:rel/path.sqlite, jsonl:///abs/dir or jsonl:rel/dir"
+_EXAMPLES = "sqlite:///abs/file.sqlite, jsonl:rel/dir, postgresql://user@host/db"
 
 
 @dataclass(frozen=True, slots=True)
 class StoreUrl:
-    """A parsed store URL."""
+    """A parsed store URL. ``str()`` is its shown form: never a password."""
 
-    kind: Kind
-    path: Path
+    #: The URL scheme in lowercase (``sqlite``, ``jsonl``, ``postgresql``, …).
+    kind: str
+    #: The path of a file store (``kind`` in :data:`FILE_SCHEMES`); ``None`` for the others.
+    path: Path | None = None
+    #: The URL handed to the store's factory (it may hold a password: never shown).
+    url: str = field(default="", repr=False)
+
+    @classmethod
+    def of_file(cls, kind: str, path: Path) -> StoreUrl:
+        """The URL of the file store of ``kind`` at ``path``."""
+        text = f"{kind}://{path}" if path.is_absolute() else f"{kind}:{path}"
+        return cls(kind, path, text)
+
+    @property
+    def local_path(self) -> Path:
+        """The path of a file store (only asked of one)."""
+        assert self.path is not None, self.kind
+        return self.path
+
+    @property
+    def location(self) -> str:
+        """Where the store is, as messages say it: its path, or its shown URL."""
+        return str(self.path) if self.path is not None else shown_url(self.url)
 
     def __str__(self) -> str:
-        return (
-            f"{self.kind}://{self.path}" if self.path.is_absolute() else f"{self.kind}:{self.path}"
-        )
+        return shown_url(self.url)
 
 
 def polyloop_home() -> Path:
@@ -84,88 +118,63 @@ def default_store_url() -> str:
 
 
 def parse_store_url(text: str) -> StoreUrl:
-    """Parse ``text`` or raise a :class:`CliError` (``BAD_STORE_URL``) saying what is accepted."""
+    """Parse ``text`` or raise a :class:`CliError` (``BAD_STORE_URL``) saying what is accepted.
+
+    Its secrets are never printed from here on (:func:`remember_secrets_of`)."""
     raw = text.strip()
+    remember_secrets_of(raw)
+    shown = shown_url(raw)
     if not raw:
         raise CliError(ExitCode.BAD_STORE_URL, f"empty --store value; use one of {_EXAMPLES}.")
-    scheme, sep, rest = raw.partition(":")
-    if sep and scheme.lower() in ("sqlite", "jsonl") and len(scheme) > 1:
-        kind: Kind = "sqlite" if scheme.lower() == "sqlite" else "jsonl"
-        if rest.startswith("//"):
-            rest = rest[2:]
-            if not rest.startswith("/"):
-                raise CliError(
-                    ExitCode.BAD_STORE_URL,
-                    f"store URL {text!r} names a host; stores are local: write "
-                    f"{kind}:///absolute/path or {kind}:relative/path.",
-                )
-        if not rest or "\x00" in rest:
-            raise CliError(
-                ExitCode.BAD_STORE_URL,
-                f"store URL {text!r} has no usable path; use one of {_EXAMPLES}.",
-            )
-        return StoreUrl(kind, Path(rest))
-    if sep and len(scheme) > 1 and "/" not in scheme and "\\" not in scheme:
-        # Something like memory:, postgres:, http: — not a path with a colon in it.
+    scheme = url_scheme(raw)
+    if scheme is None:
+        return _bare_path(raw)
+    try:
+        factories = store_factories()
+    except ConfigurationError as error:
+        raise CliError(ExitCode.BAD_STORE_URL, str(error)) from None
+    if scheme not in factories:
+        known = ", ".join(f"{name}:" for name in sorted(factories))
         raise CliError(
             ExitCode.BAD_STORE_URL,
-            f"unknown store scheme {scheme!r} in {text!r}; use one of {_EXAMPLES}"
+            f"unknown store scheme {scheme!r} in {shown!r}; installed stores take {known}"
             + (" (a memory store ends with its process)." if scheme == "memory" else "."),
         )
+    if scheme not in FILE_SCHEMES:
+        return StoreUrl(scheme, None, raw)
+    try:
+        return StoreUrl.of_file(scheme, local_store_path(raw))
+    except ConfigurationError as error:
+        raise CliError(ExitCode.BAD_STORE_URL, str(error)) from None
+
+
+def _bare_path(raw: str) -> StoreUrl:
     path = Path(raw)
     if path.is_dir():
-        return StoreUrl("jsonl", path)
+        return StoreUrl.of_file("jsonl", path)
     if path.is_file():
-        return StoreUrl("sqlite", path)
+        return StoreUrl.of_file("sqlite", path)
     raise CliError(
         ExitCode.BAD_STORE_URL,
-        f"{text!r} is not a store URL and no file or directory has that path; use one of "
-        f"{_EXAMPLES}.",
+        f"{shown_url(raw)!r} is not a store URL and no file or directory has that path; use "
+        f"one of {_EXAMPLES}.",
     )
-
-
-def _construct(url: StoreUrl) -> RunStore:
-    if url.kind == "jsonl":
-        from polyloop.stores.jsonl import JsonlRunStore
-
-        return JsonlRunStore(url.path)
-    try:
-        from polyloop.stores.sqlite import SqliteRunStore
-    except ImportError:
-        raise CliError(
-            ExitCode.BAD_STORE_URL,
-            "this installation has no SQLite store (polyloop.stores.sqlite is missing); "
-            "upgrade polyloop-stores or use a jsonl: store.",
-        ) from None
-    return SqliteRunStore(url.path)
 
 
 @asynccontextmanager
 async def open_store(
     url: StoreUrl, *, create: bool = False, missing_advice: str | None = None
 ) -> AsyncIterator[RunStore]:
-    """Open the store at ``url``; unless ``create``, it must already exist (never create one
-    by accident while inspecting). Whatever is at the path must be a store of that kind."""
-    check_store_path(
-        url.kind,
-        url.path,
-        create=create,
-        missing_advice=missing_advice or "pass --store with the path of an existing store.",
-    )
-    if create:
-        parent = url.path.parent if url.kind == "sqlite" else url.path
-        try:
-            parent.mkdir(parents=True, exist_ok=True)
-        except OSError as error:
-            raise CliError(
-                ExitCode.STORE_UNREADABLE,
-                f"cannot create {parent} for the store ({error.strerror}); choose a writable "
-                "place with --store or POLYLOOP_HOME.",
-            ) from None
+    """Open the store ``url`` names, through its scheme's factory, and close it afterwards.
+
+    A file store must already exist unless ``create`` (inspecting never creates one by
+    accident), and what is at its path must be a store of that kind."""
+    if url.path is not None:
+        _check_file_store(url, create=create, missing_advice=missing_advice)
     try:
-        store = _construct(url)
-    except CliError:
-        raise
+        store = open_store_url(url.url)
+    except ConfigurationError as error:
+        raise CliError(ExitCode.BAD_STORE_URL, _one_line(error)) from None
     except (PolyLoopError, OSError) as error:
         raise _unreadable(url, error) from None
     try:
@@ -175,6 +184,26 @@ async def open_store(
             await store.aclose()
 
 
+def _check_file_store(url: StoreUrl, *, create: bool, missing_advice: str | None) -> None:
+    path = url.local_path
+    check_store_path(
+        url.kind,
+        path,
+        create=create,
+        missing_advice=missing_advice or "pass --store with the path of an existing store.",
+    )
+    if create:
+        parent = path.parent if url.kind == "sqlite" else path
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise CliError(
+                ExitCode.STORE_UNREADABLE,
+                f"cannot create {parent} for the store ({error.strerror}); choose a writable "
+                "place with --store or POLYLOOP_HOME.",
+            ) from None
+
+
 def _one_line(error: BaseException) -> str:
     return " ".join(str(error).split()) or type(error).__name__
 
@@ -182,8 +211,8 @@ def _one_line(error: BaseException) -> str:
 def _unreadable(url: StoreUrl, error: BaseException) -> CliError:
     return CliError(
         ExitCode.STORE_UNREADABLE,
-        f"cannot read the {url.kind} store at {url.path}; check that it is a PolyLoop store and "
-        "that you may read it.",
+        f"cannot read the {url.kind} store at {url.location}; check that it is a PolyLoop store "
+        "and that you may reach and read it.",
         detail=_one_line(error),
     )
 
@@ -197,19 +226,26 @@ class RunRead:
     damage: str | None = None
 
 
-async def read_run(store: RunStore, run_id: str) -> RunRead:
-    """``store.read_log``; a failure of this one run (an undecodable record, a damaged page,
-    an unreadable file) is the run's damage, not the end of the command."""
+async def read_run(store: RunStore, url: StoreUrl, run_id: str) -> RunRead:
+    """``store.read_log``; a failure of this one run is the run's damage, not the end of the
+    command: any failure of a file store (an undecodable record, a damaged page, an unreadable
+    file), a :class:`CorruptLogError` of any store. Any other failure of another store (the
+    server is unreachable) means nothing can be read: a ``STORE_UNREADABLE`` :class:`CliError`.
+    """
     try:
         return RunRead(await store.read_log(run_id))
+    except CorruptLogError as error:
+        return RunRead(RunLog(), _one_line(error))
     except (PolyLoopError, OSError) as error:
+        if url.path is None:
+            raise _unreadable(url, error) from None
         return RunRead(RunLog(), _one_line(error))
 
 
 def damaged_message(run_id: str, url: StoreUrl, advice: str, *, name_store: bool = True) -> str:
     """The headline of the error for a run whose log the store cannot read (``name_store``
     off when ``advice`` names the store already)."""
-    store = f"the {url.kind} store at {url.path}" if name_store else f"the {url.kind} store"
+    store = f"the {url.kind} store at {url.location}" if name_store else f"the {url.kind} store"
     return f"the log of run {shown_id(run_id)} is damaged: {store} cannot read it; {advice}"
 
 
@@ -223,7 +259,7 @@ async def read_log(
 ) -> RunLog:
     """``store.read_log``, or a ``CORRUPT_LOG`` :class:`CliError` when the log is damaged
     (its message ending in ``advice``)."""
-    read = await read_run(store, run_id)
+    read = await read_run(store, url, run_id)
     if read.damage is not None:
         raise CliError(
             ExitCode.CORRUPT_LOG,
@@ -266,13 +302,15 @@ async def list_run_ids(store: RunStore, url: StoreUrl) -> Listing:
     if not isinstance(store, RunListing):
         raise CliError(
             ExitCode.STORE_UNREADABLE,
-            f"the {url.kind} store at {url.path} cannot list its runs (it does not implement "
-            "polyloop.ports.RunListing); name a run instead: show, plan and verify take a RUN_ID.",
+            f"the {url.kind} store at {url.location} cannot list its runs (no RunListing); name "
+            "a run instead: show, plan and verify take a RUN_ID.",
         )
     try:
         return Listing(await store.list_run_ids())
-    except (PolyLoopError, OSError):
-        pass  # read the layout instead: it names the damaged unit and lists the rest
+    except (PolyLoopError, OSError) as error:
+        if url.path is None:
+            raise _unreadable(url, error) from None
+        # A file store: read the layout instead; it names the damaged unit and lists the rest.
     try:
         return await asyncio.to_thread(list_from_layout, url.kind, url.path)
     except LayoutUnreadable as error:
