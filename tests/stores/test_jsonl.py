@@ -93,6 +93,46 @@ async def test_a_torn_last_line_is_ignored_and_cut_off_before_the_next_append(
     assert read_bytes(path) == good + _line(finished("t", 2))
 
 
+#: Edits of a complete last line that leave it JSON but no record of this run: the line is
+#: a StepCompleted (schema versions live in its step record) or an intent.
+LAST_LINE_EDITS = {
+    "schema version 2": (False, lambda line: line.replace(b'_version":1', b'_version":2')),
+    "schema version removed": (False, lambda line: line.replace(b',"schema_version":1', b"")),
+    "unknown tag": (True, lambda line: line.replace(b'"type":"intent"', b'"type":"intention"')),
+    "field removed": (True, lambda line: line.replace(b',"replay_policy":"safe"', b"")),
+    "another run": (True, lambda line: line.replace(b'"run_id":"u"', b'"run_id":"v"')),
+}
+
+
+@pytest.mark.parametrize("edit", sorted(LAST_LINE_EDITS))
+async def test_a_complete_last_line_that_is_no_record_is_corruption_and_never_cut_off(
+    tmp_path: object, edit: str
+) -> None:
+    """An edited last line (JSON, newline-terminated) of an unfinished run is refused naming
+    the file and line, by reads before and after the next append, and stays in the file."""
+    ends_with_intent, change = LAST_LINE_EDITS[edit]
+    async with JsonlRunStore(str(tmp_path)) as store:
+        await write_run(store, "u", 2, finish=False)
+        if ends_with_intent:
+            await store.write_intent(intent("u", IntentKind.MODEL_CALL, 2))
+    path = store.path_for("u")
+    lines = read_bytes(path).splitlines(keepends=True)
+    edited = change(lines[-1])
+    assert edited != lines[-1]
+    kept = b"".join([*lines[:-1], edited])
+    write_bytes(path, kept)
+    where = f"{path}, line {len(lines)}: "
+    async with JsonlRunStore(str(tmp_path)) as store:
+        with pytest.raises(CorruptLogError) as refused:
+            await store.read_log("u")
+        assert where == str(refused.value)[: len(where)]
+        await store.write_run_finished(finished("u", 2))  # appended after it, not over it
+    async with JsonlRunStore(str(tmp_path)) as store:
+        with pytest.raises(CorruptLogError) as again:
+            await store.read_log("u")
+    assert (where, kept) == (str(again.value)[: len(where)], read_bytes(path)[: len(kept)])
+
+
 async def test_a_torn_first_line_does_not_count_as_started(tmp_path: object) -> None:
     async with JsonlRunStore(str(tmp_path)) as store:
         path = store.path_for("half")

@@ -143,6 +143,26 @@ async def test_a_row_that_does_not_decode_is_corruption_naming_the_row(tmp_path:
             await store.read_log("b")
 
 
+async def test_a_body_that_is_not_utf8_is_corruption_naming_its_row_and_run(
+    tmp_path: object,
+) -> None:
+    """A body of invalid UTF-8 (stored as text by another program) is the CorruptLogError
+    naming its seq and its run, not a generic store error; the other runs still read."""
+    path = os.path.join(str(tmp_path), "bytes.db")
+    async with SqliteRunStore(path) as store:
+        await write_run(store, "b", 1)
+        expected = await write_run(store, "fine", 1)
+    _execute(path, "UPDATE run_records SET body = CAST(X'7bff7d' AS TEXT) WHERE seq = 3")
+    async with SqliteRunStore(path) as store:
+        with pytest.raises(CorruptLogError) as refused:
+            await store.read_log("b")
+        assert expected == await store.read_log("fine")
+    assert (
+        f"{path}, run_records seq 3: not a valid log record of run 'b'"
+        == str(refused.value).split(" (")[0]
+    )
+
+
 @pytest.mark.parametrize("level", ["NORMAL", "OFF", "fast"])
 def test_non_durable_synchronous_levels_are_refused(tmp_path: object, level: str) -> None:
     with pytest.raises(ConfigurationError, match="FULL or EXTRA"):

@@ -273,9 +273,9 @@ class PostgresRunStore(DurableStore):
                 record = decode_log_record(bytes(body))
             except (SerializationError, UnicodeDecodeError) as error:
                 raise CorruptLogError(
-                    f"{self._name}, run_records seq {seq}: not a valid log record ({error}). "
-                    "The table was altered outside PolyLoop; repair or delete that row (keep "
-                    "a copy) before reading this run."
+                    f"{self._name}, run_records seq {seq}: not a valid log record of run "
+                    f"{shown_run_id(run_id)} ({error}). The table was altered outside PolyLoop; "
+                    "repair or delete that row (keep a copy) before reading this run."
                 ) from None
             builder.add(record, "run_records seq", seq)
         return builder.build()

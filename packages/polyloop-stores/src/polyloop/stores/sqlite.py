@@ -47,7 +47,9 @@ __all__ = ["SqliteRunStore"]
 
 #: ``synchronous`` levels that keep a WAL commit durable when it returns.
 _DURABLE_LEVELS = frozenset({"FULL", "EXTRA"})
-_SELECT = "SELECT seq, body FROM run_records WHERE run_id = ? ORDER BY seq"
+#: The body as bytes: a body that is not UTF-8 (written outside PolyLoop) must reach the decoder,
+#: which names its row, instead of failing the whole fetch inside sqlite3.
+_SELECT = "SELECT seq, CAST(body AS BLOB) FROM run_records WHERE run_id = ? ORDER BY seq"
 #: Appended to the database path: the directory holding the run lease files.
 LEASE_DIRECTORY_SUFFIX = "-leases"
 _RUN_IDS = "SELECT run_id FROM run_records GROUP BY run_id ORDER BY MIN(seq)"
@@ -207,11 +209,11 @@ class SqliteRunStore(DurableStore):
         for seq, body in rows:
             try:
                 record = decode_log_record(body)
-            except SerializationError as error:
+            except (SerializationError, UnicodeDecodeError) as error:
                 raise CorruptLogError(
-                    f"{self._path}, run_records seq {seq}: not a valid log record ({error}). "
-                    "The database was altered outside PolyLoop; repair or delete that row "
-                    "(keep a copy) before reading this run."
+                    f"{self._path}, run_records seq {seq}: not a valid log record of run "
+                    f"{run_id!r} ({error}). The database was altered outside PolyLoop; repair "
+                    "or delete that row (keep a copy) before reading this run."
                 ) from None
             builder.add(record, "run_records seq", seq)
         return builder.build()
@@ -233,7 +235,7 @@ class SqliteRunStore(DurableStore):
             self._reader = reader
         return self._reader
 
-    def _select(self, run_id: str) -> list[tuple[int, str]]:
+    def _select(self, run_id: str) -> list[tuple[int, bytes]]:
         reader = self._reader_connection()
         return [] if reader is None else reader.execute(_SELECT, (run_id,)).fetchall()
 
