@@ -10,6 +10,7 @@ EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "mcp_example.py"
 
 
 def test_mcp_example_runs() -> None:
+    """The MCP example runs against its server and prints the expected trajectory."""
     done = subprocess.run(
         [sys.executable, str(EXAMPLE)], capture_output=True, text=True, timeout=120, check=False
     )
