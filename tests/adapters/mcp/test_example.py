@@ -6,6 +6,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+#: The example runs end to end in a process of its own, with a real MCP server.
+pytestmark = pytest.mark.slow
+
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "mcp_example.py"
 
 
