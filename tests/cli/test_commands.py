@@ -118,6 +118,7 @@ def test_runs_piped_is_plain_text(url: str, env: dict[str, str]) -> None:
 
 
 def test_show_has_one_row_per_step(sqlite_url: str, env: dict[str, str]) -> None:
+    """show gives one row per step with the stop reason, in JSON and in plain piped text."""
     result = polyloop("show", "run-done", "--store", sqlite_url, "--json", env=env)
     assert result.code == 0, result.stderr
     document = result.json()
@@ -134,6 +135,7 @@ def test_show_has_one_row_per_step(sqlite_url: str, env: dict[str, str]) -> None
 
 
 def test_show_full_has_every_step_record_field(sqlite_url: str, env: dict[str, str]) -> None:
+    """show --full gives all 18 StepRecord fields and the parameter snapshot."""
     result = polyloop("show", "run-done", "--full", "--store", sqlite_url, "--json", env=env)
     assert result.code == 0, result.stderr
     document = result.json()
@@ -147,6 +149,8 @@ def test_show_full_has_every_step_record_field(sqlite_url: str, env: dict[str, s
 def test_show_of_an_unfinished_run_shows_what_is_in_flight(
     sqlite_url: str, env: dict[str, str]
 ) -> None:
+    """show of an unfinished run lists the intent announced and never completed, with its replay
+    policy."""
     result = polyloop("show", "run-open", "--store", sqlite_url, "--json", env=env)
     assert result.code == 0, result.stderr
     pending = result.json()["pending"]
@@ -154,6 +158,7 @@ def test_show_of_an_unfinished_run_shows_what_is_in_flight(
 
 
 def test_export_writes_the_exact_step_serialization(url: str, env: dict[str, str]) -> None:
+    """export --format jsonl writes each StepRecord exactly as polyloop.serialization writes it."""
     result = polyloop("export", "run-done", "--format", "jsonl", "--store", url, env=env)
     assert result.code == 0, result.stderr
     lines = result.stdout.splitlines()
@@ -167,6 +172,7 @@ def test_export_writes_the_exact_step_serialization(url: str, env: dict[str, str
 def test_export_to_a_file_with_json_summary(
     sqlite_url: str, env: dict[str, str], tmp_path: Path
 ) -> None:
+    """export -o FILE --json writes the steps to the file and a JSON summary to stdout."""
     target = tmp_path / "steps.jsonl"
     result = polyloop(
         "export", "run-open", "-o", str(target), "--store", sqlite_url, "--json", env=env
@@ -182,12 +188,14 @@ def test_export_to_a_file_with_json_summary(
 
 
 def test_export_refuses_a_corrupt_log(sqlite_url: str, env: dict[str, str]) -> None:
+    """export of a corrupt log is exit 6 in one line and writes nothing to stdout."""
     result = polyloop("export", "run-bad", "--store", sqlite_url, env=env)
     assert_one_line_error(result, 6)
     assert result.stdout == ""
 
 
 def test_verify_a_good_run(sqlite_url: str, env: dict[str, str]) -> None:
+    """verify of a valid run exits 0 saying ok."""
     result = polyloop("verify", "run-open", "--store", sqlite_url, env=env)
     assert result.code == 0, result.stderr
     assert "ok" in result.stdout
@@ -196,6 +204,7 @@ def test_verify_a_good_run(sqlite_url: str, env: dict[str, str]) -> None:
 def test_verify_a_corrupt_run_exits_non_zero_naming_the_record(
     sqlite_url: str, env: dict[str, str]
 ) -> None:
+    """verify of a corrupt run is exit 6 naming the offending record."""
     result = polyloop("verify", "run-bad", "--store", sqlite_url, env=env)
     assert_one_line_error(result, 6)
     assert "StepCompleted #0 (step_idx=1)" in result.stderr
@@ -203,6 +212,7 @@ def test_verify_a_corrupt_run_exits_non_zero_naming_the_record(
 
 
 def test_verify_all_reports_each_run(url: str, env: dict[str, str]) -> None:
+    """verify --all --json gives a verdict per run and one JSON error line with exit 6."""
     result = polyloop("verify", "--all", "--store", url, "--json", env=env)
     assert result.code == 6
     document = result.json()
@@ -217,6 +227,8 @@ def test_verify_all_reports_each_run(url: str, env: dict[str, str]) -> None:
 def test_verify_names_the_bad_line_of_a_damaged_jsonl_file(
     jsonl_url: str, env: dict[str, str]
 ) -> None:
+    """verify of a run whose jsonl file has a replaced line is exit 6 naming the line; verify --all
+    flags that run."""
     directory = Path(jsonl_url.removeprefix("jsonl://"))
     (path,) = [p for p in directory.glob("*.jsonl") if b'"run-done"' in p.read_bytes()]
     lines = path.read_bytes().splitlines(keepends=True)
@@ -232,12 +244,14 @@ def test_verify_names_the_bad_line_of_a_damaged_jsonl_file(
 
 
 def test_verify_needs_a_run_or_all(sqlite_url: str, env: dict[str, str]) -> None:
+    """verify without RUN_ID or --all, or with both, is a usage error."""
     assert_one_line_error(polyloop("verify", "--store", sqlite_url, env=env), 2)
     assert_one_line_error(polyloop("verify", "x", "--all", "--store", sqlite_url, env=env), 2)
 
 
 @pytest.mark.parametrize("command", ["show", "plan", "verify", "export"])
 def test_unknown_run(command: str, sqlite_url: str, env: dict[str, str]) -> None:
+    """A run the store does not hold is exit 5, suggesting polyloop runs."""
     result = polyloop(command, "no-such-run", "--store", sqlite_url, env=env)
     assert_one_line_error(result, 5)
     assert "polyloop runs" in result.stderr
@@ -246,7 +260,7 @@ def test_unknown_run(command: str, sqlite_url: str, env: dict[str, str]) -> None
 @pytest.mark.parametrize(
     ("store", "code"),
     [
-        ("postgres://db/runs", 3),
+        ("mysql://db/runs", 3),
         ("memory:", 3),
         ("sqlite://host/x.sqlite", 3),
         ("definitely/not/here", 3),
@@ -255,6 +269,7 @@ def test_unknown_run(command: str, sqlite_url: str, env: dict[str, str]) -> None
     ],
 )
 def test_bad_or_missing_store(store: str, code: int, env: dict[str, str]) -> None:
+    """A URL of an unknown scheme, a host part or no path is exit 3; a missing store is exit 4."""
     result = polyloop("runs", "--store", store, env=env)
     assert_one_line_error(result, code)
 
@@ -262,6 +277,8 @@ def test_bad_or_missing_store(store: str, code: int, env: dict[str, str]) -> Non
 def test_the_default_store_is_the_demo_store_and_says_so_when_missing(
     env: dict[str, str],
 ) -> None:
+    """Without --store the demo store is used; when missing, exit 4 naming POLYLOOP_HOME and the
+    demo command."""
     result = polyloop("runs", env=env)
     assert_one_line_error(result, 4)
     assert "polyloop demo" in result.stderr
@@ -269,6 +286,7 @@ def test_the_default_store_is_the_demo_store_and_says_so_when_missing(
 
 
 def test_a_file_that_is_not_a_store(tmp_path: Path, env: dict[str, str]) -> None:
+    """A text file given as a SQLite store is exit 7."""
     junk = tmp_path / "junk.sqlite"
     junk.write_text("this is not a database, just text " * 100)
     result = polyloop("runs", "--store", f"sqlite://{junk}", env=env)
@@ -276,7 +294,8 @@ def test_a_file_that_is_not_a_store(tmp_path: Path, env: dict[str, str]) -> None
 
 
 def test_errors_in_json_mode_are_one_json_line(env: dict[str, str]) -> None:
-    result = polyloop("runs", "--store", "postgres://x", "--json", env=env)
+    """With --json an error is one JSON line on stderr naming its kind, no traceback."""
+    result = polyloop("runs", "--store", "mysql://x", "--json", env=env)
     assert result.code == 3
     assert "Traceback" not in result.stderr
     (line,) = result.stderr.strip().splitlines()
@@ -284,6 +303,7 @@ def test_errors_in_json_mode_are_one_json_line(env: dict[str, str]) -> None:
 
 
 def test_usage_errors(env: dict[str, str]) -> None:
+    """Missing arguments, unknown commands and bad choices are exit 2; --help lists every command."""
     assert_one_line_error(polyloop("show", env=env), 2)
     assert_one_line_error(polyloop("no-such-command", env=env), 2)
     assert_one_line_error(polyloop("export", "r", "--format", "csv", env=env), 2)
@@ -296,6 +316,7 @@ def test_usage_errors(env: dict[str, str]) -> None:
 def test_a_jsonl_file_holding_only_a_torn_first_line_is_no_run(
     jsonl_url: str, env: dict[str, str]
 ) -> None:
+    """A run file holding only a torn first line is neither a run nor a corruption for verify --all."""
     directory = Path(jsonl_url.removeprefix("jsonl://"))
     (directory / "torn.0000.jsonl").write_bytes(b'{"type": "run_started", "rec')
     result = polyloop("verify", "--all", "--store", jsonl_url, "--json", env=env)
@@ -304,6 +325,7 @@ def test_a_jsonl_file_holding_only_a_torn_first_line_is_no_run(
 
 
 def test_python_dash_m_is_the_same_command(env: dict[str, str]) -> None:
+    """python -m polyloop_cli behaves like the console script."""
     import subprocess
     import sys
 

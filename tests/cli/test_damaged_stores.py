@@ -8,6 +8,7 @@ Lines run file replaced. What counts as damaged is what the store itself cannot 
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -211,3 +212,50 @@ async def test_a_jsonl_file_whose_first_line_is_garbage_does_not_hide_the_other_
         row["run_id"] for row in document["runs"]
     )
     assert [path.name] == [problem.split(",")[0] for problem in document["unreadable"]]
+
+
+async def test_a_sqlite_body_that_is_not_utf8_is_a_corrupt_run_and_the_others_go_on(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """One row of invalid UTF-8: verify of that run exits 6 naming its seq; runs and
+    verify --all flag it and verify every other run (issue 15, item 4)."""
+    path = tmp_path / "runs.sqlite"
+    async with SqliteRunStore(path) as store:
+        await fill(store)
+    connection = sqlite3.connect(path, isolation_level=None)
+    try:
+        (seq,) = connection.execute(
+            "SELECT min(seq) FROM run_records WHERE run_id = 'run-05' AND kind = 'intent'"
+        ).fetchone()
+        connection.execute(
+            "UPDATE run_records SET body = CAST(X'7bff7d' AS TEXT) WHERE seq = ?", (seq,)
+        )
+    finally:
+        connection.close()
+    url = f"sqlite://{path}"
+    one = polyloop("verify", "run-05", "--store", url, env=env)
+    assert_one_line_error(one, 6)
+    assert f"run_records seq {seq}: not a valid log record of run 'run-05'" in one.stderr
+    every = polyloop("verify", "--all", "--store", url, "--json", env=env)
+    assert 6 == every.code
+    assert {run_id: run_id != "run-05" for run_id in RUNS} == {
+        run["run_id"]: run["ok"] for run in every.json()["runs"]
+    }
+    listed = polyloop("runs", "--store", url, "--json", env=env)
+    assert 6 == listed.code
+    assert {run_id: "corrupt" if run_id == "run-05" else "finished" for run_id in RUNS} == {
+        row["run_id"]: row["status"] for row in listed.json()["runs"]
+    }
+
+
+async def test_a_jsonl_last_line_of_another_schema_version_is_corrupt_not_torn(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """The last line of a finished run edited to schema_version 2 is refused by verify
+    (exit 6, naming the line) instead of being taken for a torn write (issue 15, item 1)."""
+    path = await filled_jsonl(tmp_path / "runs", "run-02")
+    lines = path.read_bytes().splitlines(keepends=True)
+    replace_line(path, len(lines) - 1, lines[-1].replace(b'_version":1', b'_version":2'))
+    result = polyloop("verify", "run-02", "--store", f"jsonl://{tmp_path / 'runs'}", env=env)
+    assert_one_line_error(result, 6)
+    assert f"{path}, line {len(lines)}: not a valid log record" in result.stderr

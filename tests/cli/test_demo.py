@@ -22,6 +22,9 @@ import pytest
 from polyloop_cli.demo_task import SCRIPT
 from tests.cli._kit import ANSI_ESCAPE, assert_one_line_error, polyloop
 
+#: Each test runs the demo end to end: a worker process killed with SIGKILL, then resumed.
+pytestmark = pytest.mark.slow
+
 
 def ledger_counts(ledger: Path, run_id: str) -> Counter[str]:
     entries = [json.loads(line) for line in ledger.read_text().splitlines() if line.strip()]
@@ -42,6 +45,9 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], dict
 def test_the_never_action_ran_exactly_once_across_kill_and_resume(
     demo: tuple[dict[str, Any], dict[str, str]],
 ) -> None:
+    """The demo's run killed inside the never-action stops as resume_state_unknown without refunding
+    twice, and the run killed inside the safe action replays it and completes, as the ledger counts.
+    """
     document, env = demo
     run_a, run_b = document["runs"]
     ledger = Path(document["ledger"])
@@ -72,6 +78,8 @@ def test_the_never_action_ran_exactly_once_across_kill_and_resume(
 
 
 def test_the_store_tells_the_same_story(demo: tuple[dict[str, Any], dict[str, str]]) -> None:
+    """After the demo, runs, show, export and verify --all read the same story from the default
+    store without --store."""
     document, env = demo
     run_a, run_b = document["runs"]
     # The default store is the demo's: no --store needed afterwards.
@@ -95,6 +103,8 @@ def test_the_store_tells_the_same_story(demo: tuple[dict[str, Any], dict[str, st
 
 
 def test_demo_text_output_explains_and_is_plain_when_piped(tmp_path: Path) -> None:
+    """The demo's piped text explains each kill and resume without colour codes, and its ledger lies
+    beside a JSON Lines store, not inside it."""
     from tests.cli._kit import clean_env
 
     env = clean_env(tmp_path / "home")
@@ -133,6 +143,7 @@ def test_every_command_the_demo_prints_works_when_pasted(tmp_path: Path) -> None
 
 
 def test_base_url_without_model_is_a_usage_error(tmp_path: Path) -> None:
+    """demo --base-url without --model is a usage error naming --model."""
     from tests.cli._kit import clean_env
 
     env = clean_env(tmp_path / "home")
@@ -188,6 +199,8 @@ def endpoint() -> Iterator[str]:
 
 
 def test_demo_drives_an_openai_compatible_endpoint(endpoint: str, tmp_path: Path) -> None:
+    """With a gateway configured the demo drives a real OpenAI-compatible endpoint, and the recorded
+    replies are not requested again on resume."""
     from tests.cli._kit import clean_env
 
     FakeChatCompletions.calls.clear()
@@ -207,6 +220,7 @@ def test_demo_drives_an_openai_compatible_endpoint(endpoint: str, tmp_path: Path
 
 
 def test_an_unreachable_endpoint_is_a_model_error(tmp_path: Path) -> None:
+    """An endpoint nobody listens on is exit 8 naming --base-url."""
     from tests.cli._kit import clean_env
 
     env = clean_env(tmp_path / "home")
@@ -223,11 +237,12 @@ def test_an_unreachable_endpoint_is_a_model_error(tmp_path: Path) -> None:
 def test_a_paused_worker_whose_parent_died_exits_without_finishing(tmp_path: Path) -> None:
     """The worker waits for its SIGKILL at the crash point; should the demo die first, the
     worker must not wake up later and finish the run behind everybody's back."""
+    from polyloop_cli.demo_worker import STORE_VARIABLE
     from tests.cli._kit import clean_env
 
     ledger = tmp_path / "ledger.jsonl"
+    store = f"sqlite://{tmp_path / 'runs.sqlite'}"
     config = {
-        "store": f"sqlite://{tmp_path / 'runs.sqlite'}",
         "run_id": "orphan",
         "ledger": str(ledger),
         "pause_in": "issue_refund",
@@ -239,7 +254,7 @@ def test_a_paused_worker_whose_parent_died_exits_without_finishing(tmp_path: Pat
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=clean_env(tmp_path / "home"),
+        env={**clean_env(tmp_path / "home"), STORE_VARIABLE: store},
     )
     assert worker.stdin is not None
     assert worker.stdout is not None
@@ -256,13 +271,14 @@ def test_a_paused_worker_whose_parent_died_exits_without_finishing(tmp_path: Pat
     worker.stderr.close()
     assert ledger_counts(ledger, "orphan") == {"lookup_order": 1, "issue_refund": 1}
     env = clean_env(tmp_path / "home")
-    shown = polyloop("show", "orphan", "--store", config["store"], "--json", env=env)
+    shown = polyloop("show", "orphan", "--store", store, "--json", env=env)
     assert shown.json()["status"] == "unfinished"
     assert shown.json()["steps"] != []
     assert len(shown.json()["steps"]) == 1
 
 
 def test_demo_on_a_file_that_is_not_a_store(tmp_path: Path) -> None:
+    """demo --store on a file that is not a store is exit 7 naming the file."""
     from tests.cli._kit import clean_env
 
     junk = tmp_path / "junk.sqlite"

@@ -101,7 +101,7 @@ INVOCATIONS = [
     (("show", "r", "--steps", "9-1", "--store", "jsonl:{tmp}/empty"), 2),
     (("no-such-command",), 2),
     (("demo", "--base-url", "http://127.0.0.1:9/v1"), 2),
-    (("runs", "--store", "postgres://db/x"), 3),
+    (("runs", "--store", "mysql://db/x"), 3),
     (("runs", "--store", "memory:"), 3),
     (("runs", "--store", "sqlite://host/x.sqlite"), 3),
     (("runs", "--store", ""), 3),

@@ -40,12 +40,14 @@ def run_script(name: str, *args: str) -> str:
 
 
 def test_quickstart_runs_as_a_script() -> None:
+    """The quick-start example runs as a script and prints its first step and final answer."""
     out = run_script("quickstart")
     assert out.splitlines()[0] == '0 CALL add {"a": 2, "b": 3} -> 5'
     assert out.splitlines()[-1] == "agent_finished 2 + 3 = 5"
 
 
 def test_quickstart_is_about_twenty_lines_of_code() -> None:
+    """The quick-start example stays within 26 lines of code."""
     source = (EXAMPLES / "quickstart.py").read_text()
     body = source.split('"""', 2)[2]
     code = [line for line in body.splitlines() if line.strip() and not line.startswith("#")]
@@ -54,6 +56,8 @@ def test_quickstart_is_about_twenty_lines_of_code() -> None:
 
 @pytest.mark.parametrize("executor", ["auto", "subprocess"])
 async def test_code_agent(executor: str) -> None:
+    """The code agent example runs its first code block only, carries state between steps, and
+    finishes with the right answer on either executor."""
     module = load("code_agent")
     result, kind = await module.main(executor)
     assert kind in (("container", "subprocess") if executor == "auto" else ("subprocess",))
@@ -73,6 +77,8 @@ async def test_code_agent(executor: str) -> None:
 
 
 def test_code_agent_uses_the_container_executor_when_bubblewrap_works() -> None:
+    """The code agent example uses the container executor where bubblewrap works, else the
+    subprocess one, and says which."""
     import shutil
 
     out = run_script("code_agent")
@@ -82,6 +88,8 @@ def test_code_agent_uses_the_container_executor_when_bubblewrap_works() -> None:
 
 
 async def test_govdoc_agent_three_narrowing_phases() -> None:
+    """The govdoc example's three phases narrow their tool sets, the last one refuses a drafting
+    tool as not_executed, and the document is published."""
     module = load("govdoc_agent")
     results, workspace = await module.main()
     assert list(results) == ["research", "drafting", "approval"]
@@ -103,6 +111,7 @@ async def test_govdoc_agent_three_narrowing_phases() -> None:
 
 
 def test_govdoc_agent_runs_as_a_script() -> None:
+    """The govdoc example runs as a script: three completed phases and one refused call."""
     out = run_script("govdoc_agent")
     assert out.count("task_completed") == 3
     assert "[not_executed]" in out

@@ -111,6 +111,8 @@ TABLE: dict[str, tuple[str, str, str | None, int, str | None]] = {
 async def test_plan_follows_the_recovery_table(
     run_id: str, sqlite_store: SqliteRunStore, sqlite_path: Path, env: dict[str, str]
 ) -> None:
+    """plan gives, for each tail state of a hand-built log, the move, stop reason, next step and in-
+    doubt policy of the recovery table."""
     await write(sqlite_store, case(run_id))
     result = polyloop("plan", run_id, "--store", f"sqlite://{sqlite_path}", "--json", env=env)
     assert result.code == 0, result.stderr
@@ -131,6 +133,8 @@ async def test_plan_follows_the_recovery_table(
 async def test_plan_in_text_says_why_and_has_no_colour_when_piped(
     sqlite_store: SqliteRunStore, sqlite_path: Path, env: dict[str, str]
 ) -> None:
+    """plan in text names the move, the reason and the intent in doubt, without colour codes when
+    piped."""
     await write(sqlite_store, case("action-in-doubt-never"))
     result = polyloop("plan", "action-in-doubt-never", "--store", str(sqlite_path), env=env)
     assert result.code == 0, result.stderr
@@ -143,6 +147,7 @@ async def test_plan_in_text_says_why_and_has_no_colour_when_piped(
 async def test_plan_without_the_parse_limit_in_the_snapshot_says_what_it_assumed(
     sqlite_store: SqliteRunStore, sqlite_path: Path, env: dict[str, str]
 ) -> None:
+    """When the snapshot lacks the parse-failure limit, plan says which value it assumed."""
     run_id = "bare-snapshot"
     await write(
         sqlite_store,
@@ -159,6 +164,7 @@ async def test_plan_without_the_parse_limit_in_the_snapshot_says_what_it_assumed
 async def test_plan_refuses_a_corrupt_log_naming_the_record(
     sqlite_store: SqliteRunStore, sqlite_path: Path, env: dict[str, str]
 ) -> None:
+    """plan of a corrupt log is exit 6 naming the record, saying resume would refuse it."""
     run_id = "intent-ahead"
     await write(sqlite_store, [started(run_id), model_intent(run_id, 1)])
     result = polyloop("plan", run_id, "--store", f"sqlite://{sqlite_path}", env=env)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.cli._kit import inspect_commands, pasted, users_shell
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,6 +27,7 @@ def test_the_setup_block_is_two_plain_commands() -> None:
     assert (ROOT / "scripts" / "test.sh").is_file()
 
 
+@pytest.mark.slow
 def test_every_command_of_the_cli_section_works_when_pasted(tmp_path: Path) -> None:
     """From the clone, in a shell without polyloop on PATH: the demo, then every other line
     with RUN_ID replaced by one of the demo's runs, and the demo's own Inspect lines."""

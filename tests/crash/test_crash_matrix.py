@@ -71,75 +71,86 @@ class CrashBeforeStore(CrashingStore):
         await RecordingStore._write(self, name, record)
 
 
+#: Store writes of the uninterrupted scenario (checked by every case, so the points below stay
+#: every point there is).
+TOTAL_WRITES = 24
+#: (store kind, crash point): after each write from the first, before each from the second
+#: (crashing before RunStarted leaves no run to resume).
+CRASH_POINTS = [
+    *((CrashingStore, point) for point in range(1, TOTAL_WRITES + 1)),
+    *((CrashBeforeStore, point) for point in range(2, TOTAL_WRITES + 1)),
+]
+
+
 @pytest.mark.parametrize("policy", [ReplayPolicy.SAFE, ReplayPolicy.NEVER], ids=lambda p: p.value)
-@pytest.mark.parametrize("store_kind", [CrashingStore, CrashBeforeStore], ids=["after", "before"])
-async def test_crash_at_every_write_then_resume(
-    policy: ReplayPolicy, store_kind: type[CrashingStore]
+@pytest.mark.parametrize(
+    ("store_kind", "crash_after"),
+    CRASH_POINTS,
+    ids=[
+        f"{'after' if kind is CrashingStore else 'before'}-write{point:02d}"
+        for kind, point in CRASH_POINTS
+    ],
+)
+async def test_crash_at_a_write_then_resume(
+    policy: ReplayPolicy, store_kind: type[CrashingStore], crash_after: int
 ) -> None:
-    """For every crash point: never-actions run at most once, safe ones are redone, recorded
+    """At this crash point: never-actions run at most once, safe ones are redone, recorded
     replies are reused, and a completed run equals the uninterrupted one."""
     expected_steps, total_writes = await _uninterrupted(policy)
-    assert 24 == total_writes
-    first_point = (
-        1 if store_kind is CrashingStore else 2
-    )  # crashing before RunStarted leaves no run
-    for crash_after in range(first_point, total_writes + 1):
-        effects = Effects()
-        tools = scenario_tools(effects)
-        memory = MemoryRunStore()
-        request = make_request(
-            "r", tools=tools, executor=MixedExecutor(tools, effects), model_replay_policy=policy
-        )
-        first = make_definition(replies(*SCENARIO), store_kind(memory, crash_after))
-        with pytest.raises(Crash):
-            await run(first, request)
+    assert TOTAL_WRITES == total_writes
+    effects = Effects()
+    tools = scenario_tools(effects)
+    memory = MemoryRunStore()
+    request = make_request(
+        "r", tools=tools, executor=MixedExecutor(tools, effects), model_replay_policy=policy
+    )
+    first = make_definition(replies(*SCENARIO), store_kind(memory, crash_after))
+    with pytest.raises(Crash):
+        await run(first, request)
 
-        log = await memory.read_log("r")
-        validate_log(log, "r")
-        settled_before = _settled_calls(log)
-        doubtful_action = _in_doubt_action(log)
-        plan = plan_resume(log, max_consecutive_parse_failures=3, completing_tools={"submit"})
-        executed_before = dict(effects.counts)
+    log = await memory.read_log("r")
+    validate_log(log, "r")
+    settled_before = _settled_calls(log)
+    doubtful_action = _in_doubt_action(log)
+    plan = plan_resume(log, max_consecutive_parse_failures=3, completing_tools={"submit"})
+    executed_before = dict(effects.counts)
 
-        second = make_definition(replies(*SCENARIO), memory)
-        result = await resume(second, request)
-        validate_log(await memory.read_log("r"), "r")
-        where = f"{store_kind.__name__} at write #{crash_after} ({plan.state.value})"
+    second = make_definition(replies(*SCENARIO), memory)
+    result = await resume(second, request)
+    validate_log(await memory.read_log("r"), "r")
+    where = f"{store_kind.__name__} at write #{crash_after} ({plan.state.value})"
 
-        requested_again = {c.call_index for c in second.model_client.calls}  # type: ignore[attr-defined]
-        assert set() == requested_again & settled_before, (
-            f"{where}: a recorded reply was re-requested"
-        )
-        for name in NEVER_ACTIONS:
-            assert effects.counts[name] <= 1, f"{where}: never-action {name!r} ran twice"
+    requested_again = {c.call_index for c in second.model_client.calls}  # type: ignore[attr-defined]
+    assert set() == requested_again & settled_before, f"{where}: a recorded reply was re-requested"
+    for name in NEVER_ACTIONS:
+        assert effects.counts[name] <= 1, f"{where}: never-action {name!r} ran twice"
 
-        if plan.move is ResumeMove.STOP_STATE_UNKNOWN:
-            assert StopReason.RESUME_STATE_UNKNOWN == result.stop_reason, where
-            if doubtful_action is None:
-                assert ReplayPolicy.NEVER == policy, where
-            else:
-                assert doubtful_action in NEVER_ACTIONS, where
-            assert executed_before == dict(effects.counts), f"{where}: resume executed something"
-            continue
-
-        assert StopReason.TASK_COMPLETED == result.stop_reason, where
-        assert expected_steps == without_wall_time(result.steps), where
-        if doubtful_action == "read":
-            assert ResumeMove.EXECUTE_ACTION_AGAIN == plan.move, where
-            assert executed_before.get("read", 0) + 1 == effects.counts["read"], where
+    if plan.move is ResumeMove.STOP_STATE_UNKNOWN:
+        assert StopReason.RESUME_STATE_UNKNOWN == result.stop_reason, where
+        if doubtful_action is None:
+            assert ReplayPolicy.NEVER == policy, where
         else:
-            assert 1 == effects.counts["read"], where
-        assert {"write": 1, "code": 1, "submit": 1} == {
-            k: effects.counts[k] for k in NEVER_ACTIONS
-        }, where
+            assert doubtful_action in NEVER_ACTIONS, where
+        assert executed_before == dict(effects.counts), f"{where}: resume executed something"
+        return
+
+    assert StopReason.TASK_COMPLETED == result.stop_reason, where
+    assert expected_steps == without_wall_time(result.steps), where
+    if doubtful_action == "read":
+        assert ResumeMove.EXECUTE_ACTION_AGAIN == plan.move, where
+        assert executed_before.get("read", 0) + 1 == effects.counts["read"], where
+    else:
+        assert 1 == effects.counts["read"], where
+    assert {"write": 1, "code": 1, "submit": 1} == {k: effects.counts[k] for k in NEVER_ACTIONS}, (
+        where
+    )
 
 
 async def test_crash_matrix_covers_every_recovery_state() -> None:
     """The scenario's crash points reach every tail state of the recovery table."""
     seen: set[str] = set()
     for policy in (ReplayPolicy.SAFE, ReplayPolicy.NEVER):
-        _, total = await _uninterrupted(policy)
-        for crash_after in range(1, total + 1):
+        for crash_after in range(1, TOTAL_WRITES + 1):
             effects = Effects()
             tools = scenario_tools(effects)
             memory = MemoryRunStore()

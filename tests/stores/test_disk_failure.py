@@ -27,6 +27,9 @@ from tests.stores._procs import child, finish
 def test_a_disk_that_refuses_writes_fails_the_write_and_keeps_the_store_readable(
     kind: str, tmp_path: object
 ) -> None:
+    """On a disk that refuses writes (a child process under a file-size limit) the write fails with
+    StoreError saying it is NOT stored, every acknowledged record reads back, and the store writes
+    again once the disk accepts it."""
     report = json.loads(finish(child("disk-full", kind, os.path.join(str(tmp_path), kind))))
     assert report["error_type"] == "StoreError", report
     assert report["is_polyloop_error"]
@@ -42,6 +45,8 @@ def test_a_disk_that_refuses_writes_fails_the_write_and_keeps_the_store_readable
 async def test_a_failed_fdatasync_is_an_error_and_leaves_no_line(
     tmp_path: object, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A failed fdatasync fails the write with the OS error and leaves no line behind; the next
+    write succeeds."""
     calls = 0
     real_sync = jsonl._sync_data
 

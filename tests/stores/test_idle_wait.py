@@ -73,6 +73,8 @@ async def test_which_writes_wake_the_loop(
     tmp_path: object,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """On an idle loop no write wakes the event loop from a thread; with idle_wait_ms=0, or another
+    task ready to run, every write does."""
     store = _store(kind, str(tmp_path), idle_wait_ms=idle_wait_ms)
     if not beside_a_ticker:
         assert await _wake_ups_for_20_writes(store, monkeypatch) == wake_ups
@@ -107,6 +109,7 @@ async def test_a_stalled_disk_holds_an_idle_loop_only_for_the_bound(
 
 
 async def test_the_loop_is_idle_only_with_nothing_ready_and_no_timer_due() -> None:
+    """The loop counts as idle only with no callback ready and no timer due within the bound."""
     loop = asyncio.get_running_loop()
     assert _threads._loop_is_idle(loop, 0.001)
     handle = loop.call_soon(lambda: None)
@@ -124,6 +127,8 @@ async def test_the_loop_is_idle_only_with_nothing_ready_and_no_timer_due() -> No
 
 
 def test_a_loop_of_another_implementation_is_never_idle() -> None:
+    """A loop that is not asyncio's own is never idle, so callers there always await."""
+
     class Foreign:
         def time(self) -> float:
             return 0.0
@@ -136,5 +141,6 @@ def test_a_loop_of_another_implementation_is_never_idle() -> None:
 def test_a_bad_idle_wait_is_refused_with_what_to_pass(
     store_class: type, bad: object, tmp_path: object
 ) -> None:
+    """An idle_wait_ms outside 0..100, or not a number, is refused saying what to pass."""
     with pytest.raises(ConfigurationError, match=r"idle_wait_ms must be a number from 0 to 100"):
         store_class(os.path.join(str(tmp_path), "x"), idle_wait_ms=bad)

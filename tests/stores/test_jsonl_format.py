@@ -8,6 +8,7 @@ are not UTF-8 and torn tails.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,8 +51,17 @@ relaxed = settings(
 RUN_ID = "r"
 
 
+def _is_json(line: bytes) -> bool:
+    try:
+        json.loads(line.decode("utf-8"))
+    except ValueError:
+        return False
+    return True
+
+
 def _reference_log(data: bytes, run_id: str, where: str) -> RunLog:
-    """Split into byte lines, decode each on its own, refuse a bad line unless it is the last."""
+    """Split into byte lines, decode each on its own, refuse a bad line unless it is the last
+    and not even JSON (a torn write)."""
     cut = data.rfind(b"\n") + 1
     lines = data[:cut].split(b"\n")[:-1] if cut else []
     started: RunStarted | None = None
@@ -66,7 +76,7 @@ def _reference_log(data: bytes, run_id: str, where: str) -> RunLog:
         try:
             record = loads_log_record(line.decode("utf-8"))
         except (SerializationError, UnicodeDecodeError) as error:
-            if index == len(lines) - 1:
+            if index == len(lines) - 1 and not _is_json(line):
                 break
             raise CorruptLogError(
                 f"{where}, {position}: not a valid log record ({error})."
@@ -104,8 +114,9 @@ def _reference_tail(data: bytes) -> _Tail:
         try:
             loads_log_record(lines[-1].decode("utf-8"))
         except (SerializationError, UnicodeDecodeError):
-            valid_end -= len(lines[-1]) + 1
-            lines.pop()
+            if not _is_json(lines[-1]):
+                valid_end -= len(lines[-1]) + 1
+                lines.pop()
     keys = set()
     for line in lines:
         try:
@@ -135,7 +146,8 @@ def _with_run_id(record: Any, run_id: str) -> Any:
 
 
 #: Lines a file can hold: good records (of this run, now and then of another), garbage, bytes
-#: that are not UTF-8, a record cut short, blank and whitespace-padded lines.
+#: that are not UTF-8, a record cut short, blank and whitespace-padded lines, JSON that is no
+#: record (of another schema version, of no known shape).
 _good_lines = log_records.map(lambda record: dumps_log_record(_with_run_id(record, RUN_ID)))
 _lines = st.one_of(
     *([_good_lines.map(str.encode)] * 6),
@@ -150,8 +162,12 @@ _lines = st.one_of(
             b"\xff\xfe not utf-8",
             b'{"type":"run_started"',
             b'{"type":"run_finished", "record": 1}',
+            b"{}",
+            b"[1, 2]",
         ]
     ),
+    # Complete JSON that is no record of this schema: edited, never torn.
+    _good_lines.map(lambda line: line.replace('"schema_version":1', '"schema_version":2').encode()),
 )
 _files = st.builds(
     lambda lines, tail: b"".join(line + b"\n" for line in lines) + tail,

@@ -78,10 +78,12 @@ def _setting(store: PostgresRunStore, name: str) -> str:
 
 
 def test_the_other_stores_never_import_the_postgres_driver() -> None:
-    """Importing the memory, jsonl and sqlite stores (and the package) leaves psycopg unloaded."""
+    """Importing the memory, jsonl and sqlite stores (and the package, and the store URLs)
+    leaves psycopg unloaded."""
     code = (
         "import sys, polyloop.stores, polyloop.stores.memory, polyloop.stores.jsonl, "
-        "polyloop.stores.sqlite; print(sorted(m for m in sys.modules if m.startswith('psycopg')))"
+        "polyloop.stores.sqlite, polyloop.stores.urls; "
+        "print(sorted(m for m in sys.modules if m.startswith('psycopg')))"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
@@ -438,7 +440,7 @@ async def test_a_refused_write_fails_alone_in_its_batch(
     assert started("taken") == (await store.read_log("taken")).started
 
 
-# -- group commit, listing, run_ids -----------------------------------------------------------
+# -- group commit, listing -----------------------------------------------------------------
 
 
 async def test_concurrent_runs_share_commits(store: PostgresRunStore) -> None:
@@ -460,7 +462,6 @@ async def test_run_ids_of_any_text_are_listed_exactly_in_order_of_first_record(
         await store.write_run_started(started(run_id))
     await store.write_intent(intent("b", IntentKind.MODEL_CALL, 0))
     assert tuple(ids) == await store.list_run_ids()
-    assert tuple(ids) == await store.run_ids()
 
 
 async def test_a_reader_connection_the_server_ended_is_replaced_before_the_next_read(

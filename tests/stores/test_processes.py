@@ -11,6 +11,9 @@ from polyloop.types import StopReason
 from tests.stores._helpers import DURABLE_KINDS, close_store, expected_log, open_store
 from tests.stores._procs import child, finish
 
+#: Real processes racing on one storage.
+pytestmark = pytest.mark.slow
+
 
 @pytest.mark.parametrize("kind", DURABLE_KINDS)
 async def test_two_processes_racing_run_on_one_run_id_let_exactly_one_proceed(
@@ -52,6 +55,7 @@ async def test_two_processes_racing_run_on_one_run_id_let_exactly_one_proceed(
 async def test_processes_writing_different_runs_to_one_storage_lose_nothing(
     kind: str, tmp_path: object
 ) -> None:
+    """Three processes writing eight runs each to one storage: all 24 runs read back whole."""
     where = str(tmp_path)
     writers = [child("write", kind, where, f"p{n}", "8", "6") for n in range(3)]
     for writer in writers:

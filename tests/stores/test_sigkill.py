@@ -39,6 +39,9 @@ from tests.stores._helpers import DURABLE_KINDS, close_store, open_store
 from tests.stores._postgres import wait_until_sessions_end
 from tests.stores._procs import child
 
+#: Real processes killed with SIGKILL, many rounds per store.
+pytestmark = pytest.mark.slow
+
 KILLS_PER_STORE = int(os.environ.get("POLYLOOP_KILLS", "50"))
 RUNS = 4
 
@@ -201,6 +204,8 @@ async def _check_round(
 
 @pytest.mark.parametrize("kind", DURABLE_KINDS)
 def test_sigkill_at_random_moments_loses_no_acknowledged_write(kind: str, tmp_path: object) -> None:
+    """Writers killed with SIGKILL at random moments lose no acknowledged write, and every crashed
+    run resumes by the recovery table (both to completion and to resume_state_unknown)."""
     rng = random.Random(f"polyloop-sigkill-{kind}")
     where = os.path.join(str(tmp_path), kind)
     os.makedirs(where)

@@ -44,6 +44,7 @@ def _execute(path: str, sql: str, *args: object) -> None:
 
 
 async def test_the_file_is_in_wal_mode_with_a_schema_row(tmp_path: object) -> None:
+    """A written file is in WAL mode and records schema 1.1."""
     path = os.path.join(str(tmp_path), "w.db")
     async with SqliteRunStore(path) as store:
         await store.write_run_started(started("x"))
@@ -52,6 +53,8 @@ async def test_the_file_is_in_wal_mode_with_a_schema_row(tmp_path: object) -> No
 
 
 async def test_a_file_of_a_newer_schema_major_is_refused_clearly(tmp_path: object) -> None:
+    """A file of schema major 2 is refused by open, read and write alike, naming both versions, and
+    nothing is written to it."""
     path = os.path.join(str(tmp_path), "new.db")
     async with SqliteRunStore(path) as store:
         await store.write_run_started(started("x"))
@@ -70,6 +73,7 @@ async def test_a_file_of_a_newer_schema_major_is_refused_clearly(tmp_path: objec
 
 
 async def test_a_newer_minor_of_the_same_major_is_read(tmp_path: object) -> None:
+    """A file of a newer minor of schema 1 reads back as written."""
     path = os.path.join(str(tmp_path), "minor.db")
     async with SqliteRunStore(path) as store:
         expected = await write_run(store, "x", 1)
@@ -79,6 +83,8 @@ async def test_a_newer_minor_of_the_same_major_is_read(tmp_path: object) -> None
 
 
 async def test_a_step_completed_is_one_row_holding_outcome_and_step(tmp_path: object) -> None:
+    """write_step_completed is one row in one commit, holding the action outcome and the step
+    record."""
     path = os.path.join(str(tmp_path), "step.db")
     async with SqliteRunStore(path) as store:
         await store.write_run_started(started("s"))
@@ -93,6 +99,8 @@ async def test_a_step_completed_is_one_row_holding_outcome_and_step(tmp_path: ob
 
 
 async def test_a_step_the_database_refuses_stores_nothing_of_it(tmp_path: object) -> None:
+    """A step row the database refuses fails as a plain StoreError and leaves no half of the step;
+    the next attempt stores it."""
     path = os.path.join(str(tmp_path), "fail.db")
     async with SqliteRunStore(path) as store:
         await store.write_run_started(started("f"))
@@ -113,6 +121,7 @@ async def test_a_step_the_database_refuses_stores_nothing_of_it(tmp_path: object
 
 
 async def test_concurrent_runs_share_commits(tmp_path: object) -> None:
+    """Forty runs written at once need fewer commits than writes, and each reads back whole."""
     path = os.path.join(str(tmp_path), "group.db")
     ids = [f"g{i}" for i in range(40)]
     async with SqliteRunStore(path) as store:
@@ -124,6 +133,7 @@ async def test_concurrent_runs_share_commits(tmp_path: object) -> None:
 
 
 async def test_read_of_a_missing_file_creates_no_file(tmp_path: object) -> None:
+    """Reading from a path with no database returns RunLog() and creates no file."""
     path = os.path.join(str(tmp_path), "absent.db")
     store = SqliteRunStore(path)
     try:
@@ -134,6 +144,7 @@ async def test_read_of_a_missing_file_creates_no_file(tmp_path: object) -> None:
 
 
 async def test_a_row_that_does_not_decode_is_corruption_naming_the_row(tmp_path: object) -> None:
+    """A row whose body is no record is CorruptLogError naming its seq."""
     path = os.path.join(str(tmp_path), "bad.db")
     async with SqliteRunStore(path) as store:
         await write_run(store, "b", 1)
@@ -143,13 +154,35 @@ async def test_a_row_that_does_not_decode_is_corruption_naming_the_row(tmp_path:
             await store.read_log("b")
 
 
+async def test_a_body_that_is_not_utf8_is_corruption_naming_its_row_and_run(
+    tmp_path: object,
+) -> None:
+    """A body of invalid UTF-8 (stored as text by another program) is the CorruptLogError
+    naming its seq and its run, not a generic store error; the other runs still read."""
+    path = os.path.join(str(tmp_path), "bytes.db")
+    async with SqliteRunStore(path) as store:
+        await write_run(store, "b", 1)
+        expected = await write_run(store, "fine", 1)
+    _execute(path, "UPDATE run_records SET body = CAST(X'7bff7d' AS TEXT) WHERE seq = 3")
+    async with SqliteRunStore(path) as store:
+        with pytest.raises(CorruptLogError) as refused:
+            await store.read_log("b")
+        assert expected == await store.read_log("fine")
+    assert (
+        f"{path}, run_records seq 3: not a valid log record of run 'b'"
+        == str(refused.value).split(" (")[0]
+    )
+
+
 @pytest.mark.parametrize("level", ["NORMAL", "OFF", "fast"])
 def test_non_durable_synchronous_levels_are_refused(tmp_path: object, level: str) -> None:
+    """synchronous levels weaker than FULL are refused with ConfigurationError."""
     with pytest.raises(ConfigurationError, match="FULL or EXTRA"):
         SqliteRunStore(os.path.join(str(tmp_path), "x.db"), synchronous=level)
 
 
 async def test_extra_is_accepted_and_applied(tmp_path: object) -> None:
+    """synchronous='extra' (any case) is accepted and the store reads back what it wrote."""
     path = os.path.join(str(tmp_path), "extra.db")
     async with SqliteRunStore(path, synchronous="extra") as store:
         expected = await write_run(store, "e", 1)
@@ -157,6 +190,7 @@ async def test_extra_is_accepted_and_applied(tmp_path: object) -> None:
 
 
 def test_parameters_name_the_file_and_do_no_io(tmp_path: object) -> None:
+    """parameters() are the kind and the absolute path, computed without creating the file."""
     path = os.path.join(str(tmp_path), "p.db")
     store = SqliteRunStore(path, busy_timeout_ms=5)
     assert store.parameters() == {"kind": "sqlite", "path": os.path.abspath(path)}
@@ -165,6 +199,7 @@ def test_parameters_name_the_file_and_do_no_io(tmp_path: object) -> None:
 
 
 async def test_a_missing_parent_directory_is_reported_with_advice(tmp_path: object) -> None:
+    """A write to a path whose directory does not exist is StoreError saying to create it first."""
     store = SqliteRunStore(os.path.join(str(tmp_path), "no", "such", "x.db"))
     try:
         with pytest.raises(StoreError, match="Create it first"):
@@ -173,11 +208,12 @@ async def test_a_missing_parent_directory_is_reported_with_advice(tmp_path: obje
         await store.__aexit__(None, None, None)
 
 
-async def test_run_ids_of_a_missing_file_are_empty_and_create_nothing(tmp_path: object) -> None:
+async def test_listing_a_missing_file_finds_no_run_and_creates_nothing(tmp_path: object) -> None:
+    """list_run_ids of a path with no database is empty and creates no file."""
     path = os.path.join(str(tmp_path), "none.db")
     store = SqliteRunStore(path)
     try:
-        assert await store.run_ids() == ()
+        assert await store.list_run_ids() == ()
     finally:
         await store.__aexit__(None, None, None)
     assert not exists(path)

@@ -165,6 +165,20 @@ PUBLIC_NAMES: dict[str, tuple[str, ...]] = {
     "polyloop.stores.memory": ("MemoryRunStore",),
     "polyloop.stores.jsonl": ("JsonlRunStore",),
     "polyloop.stores.sqlite": ("SqliteRunStore",),
+    # Added with the store URLs and their entry-point group (design 0034).
+    "polyloop.stores.urls": (
+        "ENTRY_POINT_GROUP",
+        "StoreFactory",
+        "local_store_path",
+        "open_jsonl_url",
+        "open_postgres_url",
+        "open_sqlite_url",
+        "open_store_url",
+        "shown_url",
+        "store_factories",
+        "url_scheme",
+        "url_secrets",
+    ),
     "polyloop.adapters.gateway": (
         "BINDING_HEADER",
         "CALL_INDEX_HEADER",
@@ -243,11 +257,13 @@ PUBLIC_NAMES: dict[str, tuple[str, ...]] = {
     ),
 }
 
-#: Names other tools load from these modules (console script, pytest11 entry point).
+#: Names other tools load from these modules (console script, pytest11 and store entry points).
 ENTRY_POINTS: dict[str, tuple[str, ...]] = {
     "polyloop_cli.main": ("main", "cli"),
     "polyloop_cli.batch": ("batch",),
     "polyloop_contract.plugin": ("pytest_addoption",),
+    # The factories of the shipped stores' `polyloop.stores` entry points.
+    "polyloop.stores.urls": ("open_jsonl_url", "open_postgres_url", "open_sqlite_url"),
 }
 
 

@@ -78,6 +78,8 @@ STEP_2 = "Fix it using the state.\n```python\nsum(p * p for p in primes)\n```"
 
 
 def test_parser_keeps_only_the_first_block() -> None:
+    """FirstCodeBlockParser takes the first code block as the action and drops what follows it from
+    history; a final answer and replies without usable code are read as such."""
     parsed = FirstCodeBlockParser().parse(reply(STEP_0))
     assert isinstance(parsed.decision, Action)
     assert parsed.decision.tool_call is None
@@ -93,7 +95,10 @@ def test_parser_keeps_only_the_first_block() -> None:
     )
 
 
+@pytest.mark.slow
 async def test_code_agent_solves_a_task_in_the_sandbox(make_executor: ExecutorFactory) -> None:
+    """A code agent solves a task in the sandbox: real output as observations, a NameError as an
+    executed observation it corrects, and never the output the model invented."""
     executor = await make_executor()
     model = ScriptedModelClient(
         [reply(STEP_0), reply(STEP_1), reply(STEP_2), answer_from_observation]
@@ -133,9 +138,12 @@ class Crash(BaseException):
     """The process dying between two steps."""
 
 
+@pytest.mark.slow
 async def test_resume_refuses_another_session_and_continues_on_the_same_one(
     make_executor: ExecutorFactory,
 ) -> None:
+    """Resuming a crashed run on another sandbox session is refused by the snapshot (session_id); on
+    the same session it continues."""
     executor = await make_executor()
     store = MemoryRunStore()
 
@@ -180,7 +188,9 @@ async def test_resume_refuses_another_session_and_continues_on_the_same_one(
     assert [s.observation for s in result.steps[:2]] == ["15\n", f"{expected}\n"]
 
 
+@pytest.mark.slow
 async def test_a_dead_session_stops_the_run_with_env_error(make_executor: ExecutorFactory) -> None:
+    """Code that ignores the interrupt gets the sandbox killed, and the run stops with env_error."""
     executor = await make_executor(time_limit_seconds=1.0, interrupt_grace_seconds=0.5)
     stubborn = (
         "```python\nimport signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"

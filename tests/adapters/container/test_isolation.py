@@ -18,6 +18,9 @@ from polyloop.adapters.container import (
 from polyloop.types import ActionStatus
 from tests.adapters.container.conftest import ExecutorFactory, run_code
 
+#: Every test starts real sandboxes on both backends.
+pytestmark = pytest.mark.slow
+
 FORK_LOOP = (
     "import os, signal, time\n"
     "children = []\n"
@@ -59,6 +62,8 @@ async def loopback_port() -> AsyncIterator[int]:
 async def test_no_network_connect_fails_inside_and_succeeds_outside(
     executor: ContainerExecutor, loopback_port: int
 ) -> None:
+    """Inside the sandbox a connection to a loopback server of the host fails and only the sandbox's
+    own lo exists; outside it succeeds."""
     reader, writer = await asyncio.open_connection("127.0.0.1", loopback_port)
     assert await reader.read() == b"pong"
     writer.close()
@@ -83,6 +88,8 @@ async def test_no_network_connect_fails_inside_and_succeeds_outside(
 async def test_root_is_read_only_and_scratch_is_private_and_writable(
     executor: ContainerExecutor,
 ) -> None:
+    """The sandbox cannot write to / or /usr, can write to /scratch, and the host file system is
+    untouched."""
     code = (
         "import os\n"
         "for path in ('/usr/evil', '/evil', '/scratch/ok'):\n"
@@ -101,6 +108,7 @@ async def test_root_is_read_only_and_scratch_is_private_and_writable(
 
 
 async def test_unprivileged_user_without_capabilities(executor: ContainerExecutor) -> None:
+    """Code runs as nobody (65534) with no capabilities and no_new_privs set."""
     code = (
         "import os\n"
         "status = open('/proc/self/status').read()\n"
@@ -129,6 +137,8 @@ async def test_no_nested_namespaces(executor: ContainerExecutor) -> None:
 
 
 async def test_host_secrets_are_not_visible(executor: ContainerExecutor) -> None:
+    """The host's environment variables and home directories are not visible inside the sandbox, in
+    any process."""
     os.environ["POLYLOOP_TEST_SECRET"] = "hunter2-secret"
     try:
         # A session started after the secret was set still must not see it.
@@ -161,6 +171,8 @@ async def test_host_secrets_are_not_visible(executor: ContainerExecutor) -> None
 async def test_memory_limit_turns_a_large_allocation_into_memory_error(
     make_executor: ExecutorFactory,
 ) -> None:
+    """Past the memory limit an allocation is a MemoryError observation, and the session keeps its
+    state."""
     executor = await make_executor(limits=Limits(memory_mb=128, max_processes=32))
     small = await run_code(executor, "block = b'x' * (16 * 1024 * 1024)\nprint(len(block))")
     assert small.observation == f"{16 * 1024 * 1024}\n"
@@ -196,6 +208,7 @@ async def test_memory_limit_bounds_the_whole_sandbox(make_executor: ExecutorFact
 
 
 async def test_process_limit_stops_a_fork_loop(make_executor: ExecutorFactory) -> None:
+    """A fork loop stops at the process limit with BlockingIOError and the session stays alive."""
     executor = await make_executor(limits=Limits(memory_mb=256, max_processes=24))
     outcome = await run_code(executor, FORK_LOOP)
     count, error = outcome.observation.split()

@@ -35,9 +35,12 @@ from tests.adapters.container.conftest import (
 )
 
 
+@pytest.mark.slow
 async def test_parameters_report_the_configuration_and_session(
     make_executor: ExecutorFactory, backend_name: str
 ) -> None:
+    """parameters() report backend, statefulness, session, limits, network, user and image as
+    strings, the same on every call."""
     executor = await make_executor(
         limits=Limits(memory_mb=200, max_processes=20, scratch_mb=16),
         time_limit_seconds=7.5,
@@ -64,7 +67,9 @@ async def test_parameters_report_the_configuration_and_session(
     assert executor.parameters() == params
 
 
+@pytest.mark.slow
 async def test_restart_replaces_the_session_and_its_identity(executor: ContainerExecutor) -> None:
+    """restart gives a new session id and fresh state, and the old session's processes are gone."""
     before = executor.session_id
     await run_code(executor, "secret = 1")
     await executor.restart()
@@ -75,7 +80,10 @@ async def test_restart_replaces_the_session_and_its_identity(executor: Container
     assert await wait_until_gone(before) == []
 
 
+@pytest.mark.slow
 async def test_exit_kills_the_sandbox(backend_name: str, executor: ContainerExecutor) -> None:
+    """close kills every process of the sandbox, forked children included (and its container on
+    docker)."""
     session_id = executor.session_id
     await run_code(executor, "import os\nif os.fork() == 0:\n    import time\n    time.sleep(120)")
     assert len(processes_of(session_id)) >= 2
@@ -85,7 +93,9 @@ async def test_exit_kills_the_sandbox(backend_name: str, executor: ContainerExec
         assert await containers_of(session_id) == []
 
 
+@pytest.mark.slow
 async def test_async_with_closes_the_session(backend_name: str) -> None:
+    """Leaving async with closes the session and leaves no process or container behind."""
     if backend_name == "docker":
         from polyloop.adapters.container import ensure_docker_image
 
@@ -100,9 +110,12 @@ async def test_async_with_closes_the_session(backend_name: str) -> None:
         assert await containers_of(session_id) == []
 
 
+@pytest.mark.slow
 async def test_cancellation_kills_the_sandbox(
     executor: ContainerExecutor, backend_name: str
 ) -> None:
+    """Cancelling a running action kills the sandbox, and the next execute says the session died by
+    cancellation."""
     session_id = executor.session_id
     task = asyncio.create_task(run_code(executor, "import time\ntime.sleep(120)"))
     await asyncio.sleep(0.5)
@@ -136,6 +149,7 @@ _OWNER_SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 async def test_sandbox_dies_with_its_owner_process(backend_name: str, tmp_path: Path) -> None:
     """SIGKILL of the owning process (no cleanup code runs) stops everything inside within 2 s,
     the sandboxed code busy and with a forked child."""
@@ -175,6 +189,7 @@ async def test_sandbox_dies_with_its_owner_process(backend_name: str, tmp_path: 
         assert await containers_of(session_id) == []
 
 
+@pytest.mark.slow
 async def test_orphan_sweep_removes_containers_of_dead_owners() -> None:
     """A container whose owner label names a dead process is removed by the sweep."""
     from polyloop.adapters.container import ensure_docker_image
@@ -224,12 +239,14 @@ async def test_orphan_sweep_removes_containers_of_dead_owners() -> None:
 
 
 async def test_missing_bubblewrap_says_what_to_install() -> None:
+    """Without bwrap, start fails with BackendUnavailableError saying what to install."""
     executor = ContainerExecutor(BubblewrapBackend(bwrap="bwrap-not-installed-here"))
     with pytest.raises(BackendUnavailableError, match="apt-get install bubblewrap"):
         await executor.start()
 
 
 async def test_missing_interpreter_in_rootfs_says_so(tmp_path: Path) -> None:
+    """A rootfs without the interpreter fails start saying the path does not exist."""
     executor = ContainerExecutor(BubblewrapBackend(rootfs=str(tmp_path)))
     with pytest.raises(BackendUnavailableError, match="does not exist"):
         await executor.start()
@@ -238,18 +255,22 @@ async def test_missing_interpreter_in_rootfs_says_so(tmp_path: Path) -> None:
 async def test_unreachable_docker_engine_says_how_to_start_it(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
+    """With no Docker Engine answering, start fails saying how to start dockerd."""
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-such.sock")
     executor = ContainerExecutor(DockerBackend())
     with pytest.raises(BackendUnavailableError, match=r"No Docker Engine answers.*dockerd"):
         await executor.start()
 
 
+@pytest.mark.slow
 async def test_missing_docker_image_says_how_to_build_it() -> None:
+    """A missing image fails start saying how to build it."""
     executor = ContainerExecutor(DockerBackend(image="polyloop-no-such-image:missing"))
     with pytest.raises(BackendUnavailableError, match="build-image"):
         await executor.start()
 
 
+@pytest.mark.slow
 async def test_user_rootfs_works_for_bubblewrap(tmp_path: Path) -> None:
     """A root file system built from this machine's Python is a usable bubblewrap image."""
     from polyloop.adapters.container import build_rootfs
@@ -273,7 +294,10 @@ async def test_user_rootfs_works_for_bubblewrap(tmp_path: Path) -> None:
     assert "root" not in listing
 
 
+@pytest.mark.slow
 async def test_an_image_without_the_interpreter_reports_the_sandbox_error() -> None:
+    """An image lacking the configured interpreter fails start naming it, and leaves no live
+    session."""
     from polyloop.adapters.container import ensure_docker_image
 
     await ensure_docker_image()

@@ -57,6 +57,7 @@ def _foreign_types(module_name: str) -> list[str]:
 
 @pytest.mark.parametrize("module_name", ["polyloop.adapters.gateway", "polyloop.adapters.mcp"])
 def test_no_third_party_type_in_a_public_signature(module_name: str) -> None:
+    """No public signature of the gateway or MCP adapter names a third-party type."""
     assert _foreign_types(module_name) == []
 
 
@@ -95,6 +96,7 @@ def _run(code: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_gateway_does_not_import_the_mcp_sdk() -> None:
+    """Importing the gateway adapter does not import the MCP SDK."""
     done = _run(
         """
         import sys
@@ -107,6 +109,7 @@ def test_the_gateway_does_not_import_the_mcp_sdk() -> None:
 
 
 def test_the_mcp_adapter_without_the_extra_says_how_to_install_it() -> None:
+    """Without the MCP SDK, importing the MCP adapter fails naming the extra to install."""
     done = _run(
         """
         import sys

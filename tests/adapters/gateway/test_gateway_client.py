@@ -61,6 +61,8 @@ def client_for(root: str, scenario: str, **kwargs: object) -> GatewayModelClient
 async def test_success_maps_content_id_and_sends_the_openai_body(
     fake_gateway: tuple[FakeGateway, str],
 ) -> None:
+    """A successful call sends the OpenAI chat body with the sampling parameters and maps id,
+    content and finish reason into the reply."""
     gateway, root = fake_gateway
     async with client_for(
         root, "ok", api_key=API_KEY, temperature=0.2, seed=11, max_tokens=64, stop=["\n\n"]
@@ -99,6 +101,7 @@ async def test_success_maps_content_id_and_sends_the_openai_body(
 async def test_reasoning_fields_become_thinking(
     fake_gateway: tuple[FakeGateway, str], scenario: str, thinking: str
 ) -> None:
+    """reasoning_content or reasoning in the response becomes the reply's thinking."""
     _, root = fake_gateway
     async with client_for(root, scenario) as client:
         reply = await client.call(make_call("x"))
@@ -110,6 +113,7 @@ async def test_reasoning_fields_become_thinking(
 async def test_empty_content_is_a_valid_reply_and_missing_id_is_none(
     fake_gateway: tuple[FakeGateway, str], scenario: str
 ) -> None:
+    """Empty or null content is a valid empty reply, and a missing id is call_id None."""
     _, root = fake_gateway
     async with client_for(root, scenario) as client:
         reply = await client.call(make_call())
@@ -119,6 +123,8 @@ async def test_empty_content_is_a_valid_reply_and_missing_id_is_none(
 async def test_binding_is_forwarded_as_header_and_optionally_as_metadata(
     fake_gateway: tuple[FakeGateway, str],
 ) -> None:
+    """The binding travels as an ASCII JSON header with the run headers, and in the body's metadata
+    only when asked."""
     gateway, root = fake_gateway
     binding = {"Task": "t-ü 1", "episode": "3", "note": "line\nbreak"}
     async with client_for(root, "ok/plain") as plain:
@@ -146,6 +152,8 @@ async def test_binding_is_forwarded_as_header_and_optionally_as_metadata(
 async def test_http_error_status_keeps_status_and_first_500_chars(
     fake_gateway: tuple[FakeGateway, str], status: int
 ) -> None:
+    """A non-2xx answer raises GatewayStatusError keeping the status and the first 500 characters of
+    the body."""
     _, root = fake_gateway
     async with client_for(root, f"status/{status}") as client:
         with pytest.raises(GatewayStatusError) as caught:
@@ -161,6 +169,7 @@ async def test_http_error_status_keeps_status_and_first_500_chars(
 async def test_each_http_call_is_made_once_no_retries(
     fake_gateway: tuple[FakeGateway, str],
 ) -> None:
+    """A failing call is sent once: the client never retries."""
     gateway, root = fake_gateway
     async with client_for(root, "status/503/once") as client:
         with pytest.raises(GatewayStatusError) as caught:
@@ -184,6 +193,8 @@ async def test_malformed_bodies_raise(
     error_type: type[GatewayError],
     detail: str,
 ) -> None:
+    """A body that is not JSON, or lacks choices or a message, raises the matching malformed-
+    response error."""
     _, root = fake_gateway
     async with client_for(root, scenario) as client:
         with pytest.raises(error_type, match=None) as caught:
@@ -193,6 +204,7 @@ async def test_malformed_bodies_raise(
 
 
 async def test_connection_refused() -> None:
+    """A refused connection raises GatewayConnectionError."""
     port = closed_port()
     async with GatewayModelClient(f"http://127.0.0.1:{port}/v1", "m") as client:
         with pytest.raises(GatewayConnectionError, match="Could not connect"):
@@ -202,6 +214,7 @@ async def test_connection_refused() -> None:
 async def test_slow_server_within_the_timeout_answers(
     fake_gateway: tuple[FakeGateway, str],
 ) -> None:
+    """A server slower than usual but within the timeout answers normally."""
     _, root = fake_gateway
     async with client_for(root, "slow/0.3", timeout=5.0) as client:
         reply = await client.call(make_call("late"))
@@ -211,6 +224,7 @@ async def test_slow_server_within_the_timeout_answers(
 async def test_slow_server_past_the_read_timeout_raises_timeout(
     fake_gateway: tuple[FakeGateway, str],
 ) -> None:
+    """A server slower than the read timeout raises GatewayTimeoutError in phase read."""
     _, root = fake_gateway
     async with client_for(root, "slow/3", timeout=0.3) as client:
         with pytest.raises(GatewayTimeoutError) as caught:
@@ -219,6 +233,7 @@ async def test_slow_server_past_the_read_timeout_raises_timeout(
 
 
 async def test_unanswered_connect_raises_connect_timeout() -> None:
+    """A listener that never accepts raises GatewayTimeoutError in phase connect."""
     with unaccepting_listener() as port:
         async with GatewayModelClient(
             f"http://127.0.0.1:{port}/v1", "m", connect_timeout=0.3, timeout=5.0
@@ -229,6 +244,7 @@ async def test_unanswered_connect_raises_connect_timeout() -> None:
 
 
 async def test_server_closing_mid_body_is_a_connection_error() -> None:
+    """A server closing the connection mid-body raises GatewayConnectionError."""
     cut = (
         b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n"
         b'{"id": "x", "choices": [{"message": {"content": "trunc'
@@ -241,6 +257,7 @@ async def test_server_closing_mid_body_is_a_connection_error() -> None:
 async def test_cancelling_a_call_passes_through_and_the_client_stays_usable(
     fake_gateway: tuple[FakeGateway, str],
 ) -> None:
+    """Cancelling a call in flight raises CancelledError, and the client serves the next call."""
     gateway, root = fake_gateway
     async with client_for(root, "slow/1/cancel") as client:
         task = asyncio.ensure_future(client.call(make_call()))
@@ -256,6 +273,7 @@ async def test_cancelling_a_call_passes_through_and_the_client_stays_usable(
 
 
 async def test_closed_client_refuses_calls(fake_gateway: tuple[FakeGateway, str]) -> None:
+    """A closed client refuses calls with GatewayConnectionError."""
     _, root = fake_gateway
     client = client_for(root, "ok")
     await client.call(make_call())
@@ -272,6 +290,8 @@ async def test_closed_client_refuses_calls(fake_gateway: tuple[FakeGateway, str]
 async def test_200_concurrent_calls_share_one_client(
     fake_gateway: tuple[FakeGateway, str],
 ) -> None:
+    """200 concurrent calls on one client each get their own reply through one connection pool,
+    closed afterwards."""
     gateway, root = fake_gateway
     async with client_for(root, "slow/0.05") as client:
         replies = await asyncio.gather(
@@ -291,6 +311,8 @@ async def test_200_concurrent_calls_share_one_client(
 
 
 def test_parameters_are_strings_and_report_every_sampling_parameter() -> None:
+    """parameters() report every sampling parameter as a string, header names but never header
+    values."""
     client = GatewayModelClient(
         "http://gw.invalid/v1/",
         "m-1",
@@ -321,6 +343,7 @@ def test_parameters_are_strings_and_report_every_sampling_parameter() -> None:
 
 
 def test_a_changed_sampling_parameter_changes_parameters() -> None:
+    """A different or unset temperature gives different parameters."""
     one = GatewayModelClient("http://gw.invalid/v1", "m", temperature=0.5).parameters()
     other = GatewayModelClient("http://gw.invalid/v1", "m", temperature=0.7).parameters()
     unset = GatewayModelClient("http://gw.invalid/v1", "m").parameters()
@@ -340,6 +363,8 @@ def test_a_changed_sampling_parameter_changes_parameters() -> None:
     ],
 )
 def test_bad_configuration_is_refused(kwargs: dict[str, object]) -> None:
+    """A base URL without scheme, an empty model, a zero timeout, NaN, a bare stop string, a
+    reserved extra_body key or a fractional seed is refused."""
     arguments: dict[str, object] = {"base_url": "http://gw.invalid/v1", "model": "m"}
     arguments.update(kwargs)
     with pytest.raises(ConfigurationError):
@@ -361,6 +386,8 @@ def _every_string(error: BaseException) -> list[str]:
 async def test_the_api_key_never_appears_in_anything_the_client_produces(
     fake_gateway: tuple[FakeGateway, str], caplog: pytest.LogCaptureFixture
 ) -> None:
+    """The API key appears in no repr, parameter, reply, error or log line, whatever the server
+    answers."""
     gateway, root = fake_gateway
     caplog.set_level(logging.DEBUG)
     produced: list[str] = []

@@ -78,6 +78,8 @@ def make_request(run_id: str, tools: ToolRegistry) -> RunRequest:
 
 
 async def test_a_governed_run_through_the_gateway(fake_gateway: tuple[FakeGateway, str]) -> None:
+    """A run driven through the gateway executes the tool, finishes with the answer, and records
+    each response id as the step's call id."""
     gateway, root = fake_gateway
     gateway.scripts["e2e"] = ['CALL add {"a": 2, "b": 3}', "FINAL: 5"]
     store = MemoryRunStore()
@@ -129,6 +131,8 @@ async def test_a_governed_run_through_the_gateway(fake_gateway: tuple[FakeGatewa
 async def test_a_gateway_failure_stops_the_run_with_llm_error(
     fake_gateway: tuple[FakeGateway, str],
 ) -> None:
+    """A gateway failure stops the run with llm_error, recording the failure (not a reply) in the
+    log."""
     _, root = fake_gateway
     store = MemoryRunStore()
     async with GatewayModelClient(f"{root}/status/503/e2e/v1", "served-model") as client:

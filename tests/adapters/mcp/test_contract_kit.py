@@ -5,7 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.adapters.contract_run import assert_contract_suite_passes
+
+#: The contract suite in a pytest subprocess against real MCP servers.
+pytestmark = pytest.mark.slow
 
 
 def test_the_action_executor_contract_suite_passes() -> None:

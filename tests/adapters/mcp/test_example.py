@@ -6,10 +6,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+#: The example runs end to end in a process of its own, with a real MCP server.
+pytestmark = pytest.mark.slow
+
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "mcp_example.py"
 
 
 def test_mcp_example_runs() -> None:
+    """The MCP example runs against its server and prints the expected trajectory."""
     done = subprocess.run(
         [sys.executable, str(EXAMPLE)], capture_output=True, text=True, timeout=120, check=False
     )

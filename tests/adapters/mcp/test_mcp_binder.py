@@ -44,6 +44,8 @@ def tool_action(name: str, **arguments: object) -> Action:
 
 
 async def test_bind_an_allow_list_and_dispatch_through_the_session(ledger: Path) -> None:
+    """Binding an allow-list gives those tools with the server's descriptions and schemas, all
+    replay policy never, and an executor that calls them through one session in order."""
     async with McpToolBinder([server_spec(ledger)]) as binder:
         toolset = await binder.bind("testsrv", allow=["echo", "append", "fail"])
         assert toolset.server == "testsrv"
@@ -73,6 +75,8 @@ async def test_bind_an_allow_list_and_dispatch_through_the_session(ledger: Path)
 
 
 async def test_a_tool_error_is_an_executed_action_with_the_error_text(ledger: Path) -> None:
+    """A tool that reports an error is an executed action whose observation is the error text, and
+    the server serves the next call."""
     async with McpToolBinder([server_spec(ledger)]) as binder:
         toolset = await binder.bind("testsrv", allow=["fail", "echo"])
         executor = toolset.executor()
@@ -85,6 +89,8 @@ async def test_a_tool_error_is_an_executed_action_with_the_error_text(ledger: Pa
 
 
 async def test_invalid_arguments_and_tool_less_actions_are_not_executed(ledger: Path) -> None:
+    """Arguments the schema refuses, an unbound tool and a tool-less action are not_executed and
+    never reach the server."""
     async with McpToolBinder([server_spec(ledger)]) as binder:
         toolset = await binder.bind("testsrv", allow=["append"])
         executor = toolset.executor()
@@ -99,6 +105,7 @@ async def test_invalid_arguments_and_tool_less_actions_are_not_executed(ledger: 
 
 
 async def test_a_dead_server_is_an_environment_failure_from_then_on(ledger: Path) -> None:
+    """After the server dies every call is env_error naming it, and binding it again fails loudly."""
     async with McpToolBinder([server_spec(ledger)]) as binder:
         toolset = await binder.bind("testsrv", allow=["die", "echo"])
         executor = toolset.executor()
@@ -113,6 +120,7 @@ async def test_a_dead_server_is_an_environment_failure_from_then_on(ledger: Path
 
 
 async def test_a_call_outliving_call_timeout_is_an_environment_failure(ledger: Path) -> None:
+    """A call that outlives call_timeout is env_error saying how long it waited."""
     async with McpToolBinder([server_spec(ledger)], call_timeout=0.5) as binder:
         toolset = await binder.bind("testsrv", allow=["stall"])
         outcome = await toolset.executor().execute(tool_action("stall", seconds=30))
@@ -121,6 +129,7 @@ async def test_a_call_outliving_call_timeout_is_an_environment_failure(ledger: P
 
 
 async def test_cancelling_a_tool_call_passes_through(ledger: Path) -> None:
+    """Cancelling a tool call in flight raises CancelledError, and the session serves the next call."""
     async with McpToolBinder([server_spec(ledger)]) as binder:
         toolset = await binder.bind("testsrv", allow=["stall", "echo"])
         executor = toolset.executor()
@@ -135,6 +144,7 @@ async def test_cancelling_a_tool_call_passes_through(ledger: Path) -> None:
 
 
 async def test_a_closed_binder_stops_its_servers(ledger: Path) -> None:
+    """After the binder is closed its executors answer env_error and bind is refused."""
     binder = McpToolBinder([server_spec(ledger)])
     toolset = await binder.bind("testsrv", allow=["echo"])
     executor = toolset.executor()
@@ -151,6 +161,7 @@ async def test_a_closed_binder_stops_its_servers(ledger: Path) -> None:
 
 
 async def test_a_server_that_crashes_at_start_is_an_error_naming_it(ledger: Path) -> None:
+    """A server that crashes at start raises McpServerStartError naming it and quoting its stderr."""
     async with McpToolBinder([server_spec(ledger, name="crashy", mode="crash")]) as binder:
         with pytest.raises(McpServerStartError) as caught:
             await binder.bind("crashy", allow=["echo"])
@@ -162,6 +173,7 @@ async def test_a_server_that_crashes_at_start_is_an_error_naming_it(ledger: Path
 
 
 async def test_a_command_that_does_not_exist_is_an_error_naming_the_server(tmp_path: Path) -> None:
+    """A server command that does not exist raises McpServerStartError naming the server."""
     missing = McpServer(name="ghost", command=str(tmp_path / "no-such-server"))
     async with McpToolBinder([missing]) as binder:
         with pytest.raises(McpServerStartError, match="'ghost'"):
@@ -169,6 +181,7 @@ async def test_a_command_that_does_not_exist_is_an_error_naming_the_server(tmp_p
 
 
 async def test_a_server_that_never_answers_times_out_at_start(ledger: Path) -> None:
+    """A server that never answers the handshake fails start after startup_timeout, naming it."""
     spec = server_spec(ledger, name="mute", mode="hang")
     async with McpToolBinder([spec], startup_timeout=1.0) as binder:
         with pytest.raises(McpServerStartError, match=r"'mute'.*within 1 s"):
@@ -176,6 +189,8 @@ async def test_a_server_that_never_answers_times_out_at_start(ledger: Path) -> N
 
 
 async def test_an_allowed_name_the_server_lacks_is_an_error_naming_it(ledger: Path) -> None:
+    """Allowing names the server does not offer raises McpToolNotOffered listing them; the
+    connection still binds a correct list."""
     async with McpToolBinder([server_spec(ledger)]) as binder:
         with pytest.raises(McpToolNotOffered) as caught:
             await binder.bind("testsrv", allow=["echo", "delete_everything", "rm"])
@@ -188,6 +203,7 @@ async def test_an_allowed_name_the_server_lacks_is_an_error_naming_it(ledger: Pa
 
 
 async def test_empty_allow_list_is_refused_and_all_tools_must_be_explicit(ledger: Path) -> None:
+    """An empty or string allow-list is refused; every tool needs ALL_TOOLS."""
     async with McpToolBinder([server_spec(ledger)]) as binder:
         with pytest.raises(ConfigurationError, match="ALL_TOOLS"):
             await binder.bind("testsrv", allow=[])
@@ -198,12 +214,14 @@ async def test_empty_allow_list_is_refused_and_all_tools_must_be_explicit(ledger
 
 
 async def test_all_tools_of_a_server_offering_none_is_an_error(ledger: Path) -> None:
+    """ALL_TOOLS of a server offering no tools raises McpToolNotOffered."""
     async with McpToolBinder([server_spec(ledger, name="bare", mode="empty")]) as binder:
         with pytest.raises(McpToolNotOffered, match="offers no tools"):
             await binder.bind("bare", allow=ALL_TOOLS)
 
 
 async def test_an_unconfigured_server_name_is_an_error(ledger: Path) -> None:
+    """Binding a server name that was not configured raises McpBindError naming it."""
     async with McpToolBinder([server_spec(ledger)]) as binder:
         with pytest.raises(McpBindError, match="'other'") as caught:
             await binder.bind("other", allow=["echo"])
@@ -218,6 +236,8 @@ async def test_an_unconfigured_server_name_is_an_error(ledger: Path) -> None:
 async def test_replay_policy_is_never_unless_declared_or_annotations_are_trusted(
     ledger: Path,
 ) -> None:
+    """Tools are never-replayed unless declared safe or, with trust_annotations, hinted read-only or
+    idempotent; completes_run marks the completing tool."""
     async with McpToolBinder([server_spec(ledger)]) as binder:
         names = ["echo", "append", "set_flag", "finish"]
 
@@ -256,6 +276,8 @@ async def test_replay_policy_is_never_unless_declared_or_annotations_are_trusted
 async def test_executor_follows_a_restricted_registry_and_refuses_foreign_tools(
     ledger: Path,
 ) -> None:
+    """An executor over a restricted registry refuses tools outside it, and one over a registry with
+    a non-MCP tool is refused."""
     async with McpToolBinder([server_spec(ledger)]) as binder:
         toolset = await binder.bind("testsrv", allow=["echo", "append"])
         phase = toolset.registry.restrict_to(["echo"])
@@ -272,6 +294,8 @@ async def test_executor_follows_a_restricted_registry_and_refuses_foreign_tools(
 
 
 async def test_parameters_name_servers_and_tools_but_never_env_values(ledger: Path) -> None:
+    """parameters() name the servers, tools, spec digests and environment variable names, never
+    their values."""
     secret = "tok-0d7e-SECRET"
     spec = McpServer(
         name="testsrv",

@@ -121,6 +121,8 @@ def call(tool: str, /, **arguments: object) -> str:
 async def test_a_governed_run_calls_the_servers_tools_until_a_completing_tool(
     ledger: Path,
 ) -> None:
+    """A run calls the MCP server's bound tools (a tool error is an executed observation) until the
+    completing tool, and the snapshot names the executor."""
     script = [
         call("echo", text="hello"),
         call("fail", reason="wrong path"),
@@ -151,6 +153,7 @@ async def test_a_governed_run_calls_the_servers_tools_until_a_completing_tool(
 
 
 async def test_a_server_dying_mid_run_stops_the_run_with_env_error(ledger: Path) -> None:
+    """A server dying mid-run stops the run with env_error naming the server; nothing after it runs."""
     script = [call("append", line="before"), call("die"), call("append", line="never")]
     store = MemoryRunStore()
     async with McpToolBinder([server_spec(ledger)]) as binder:
@@ -168,6 +171,7 @@ async def test_a_server_dying_mid_run_stops_the_run_with_env_error(ledger: Path)
 async def test_an_unbound_tool_is_rejected_by_the_loop_without_touching_the_server(
     ledger: Path,
 ) -> None:
+    """A tool not bound is rejected by the loop as not_executed and never reaches the server."""
     script = [call("append", line="not allowed"), "FINAL: gave up"]
     async with McpToolBinder([server_spec(ledger)]) as binder:
         toolset = await binder.bind("testsrv", allow=["echo"])

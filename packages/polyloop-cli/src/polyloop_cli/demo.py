@@ -42,6 +42,7 @@ from polyloop_cli.demo_task import (
     model_client,
     read_ledger,
 )
+from polyloop_cli.demo_worker import STORE_VARIABLE
 from polyloop_cli.errors import CliError, ExitCode
 from polyloop_cli.inspection import plan_report, step_row
 from polyloop_cli.invocation import suggest
@@ -51,6 +52,7 @@ from polyloop_cli.stores import (
     default_store_url,
     open_store,
     parse_store_url,
+    polyloop_home,
     read_log,
 )
 
@@ -137,7 +139,8 @@ def demo(
     started = time.monotonic()
     output = Output(as_json=as_json)
     url = parse_store_url(store if store is not None else default_store_url())
-    url = StoreUrl(url.kind, url.path.absolute())
+    if url.path is not None:
+        url = StoreUrl.of_file(url.kind, url.path.absolute())
     ledger_path = (ledger or default_ledger(url)).absolute()
     config = _model_config(base_url, model, scripted)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(2)
@@ -204,7 +207,10 @@ def demo(
 def default_ledger(url: StoreUrl) -> Path:
     """The ledger beside the store, named after it: ``demo.sqlite`` → ``demo-ledger.jsonl``,
     a JSON Lines directory ``runs/`` → ``runs-ledger.jsonl`` (never inside the directory,
-    where it would pass for a run file)."""
+    where it would pass for a run file). A store not in a file (a server) has its ledger in
+    ``POLYLOOP_HOME``, named after its scheme: ``postgresql-ledger.jsonl``."""
+    if url.path is None:
+        return polyloop_home() / f"{url.kind}-ledger.jsonl"
     stem = url.path.stem if url.kind == "sqlite" else url.path.name
     return url.path.parent / f"{stem}-ledger.jsonl"
 
@@ -316,13 +322,13 @@ async def _crash(
 ) -> None:
     """Start the worker, relay its progress, SIGKILL it at the crash point."""
     worker_config = {
-        "store": f"{url.kind}://{url.path}",
         "run_id": scenario.run_id,
         "ledger": str(ledger),
         "pause_in": scenario.kill_in,
         "model": config.to_json(),
     }
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    # The store URL may hold a password: the environment is private to the user, argv is not.
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", STORE_VARIABLE: url.url}
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",

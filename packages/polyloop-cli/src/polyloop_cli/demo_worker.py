@@ -1,8 +1,10 @@
 """The demo's worker process: starts one run and reports progress as JSON lines on stdout.
 
-``python -m polyloop_cli.demo_worker CONFIG`` where CONFIG is a JSON object with ``store``
-(URL), ``run_id``, ``ledger`` (path), ``pause_in`` (tool name or null) and ``model``
-(``{"base_url", "model"}``; nulls for the scripted model). When the run reaches ``pause_in``,
+``python -m polyloop_cli.demo_worker CONFIG`` where CONFIG is a JSON object with ``run_id``,
+``ledger`` (path), ``pause_in`` (tool name or null) and ``model`` (``{"base_url", "model"}``;
+nulls for the scripted model); the store URL comes in the environment variable
+``POLYLOOP_DEMO_WORKER_STORE``, because it may hold a password and any user can read a
+process's arguments. When the run reaches ``pause_in``,
 the tool performs its side effect, the worker prints ``{"event": "paused", ...}`` and waits:
 the parent kills it with SIGKILL there (if the parent dies instead, the worker's stdin
 reaches end of file and it exits at once). Not a public interface.
@@ -24,6 +26,8 @@ from polyloop_cli.stores import open_store, parse_store_url
 
 #: Exit status of a worker whose parent died while it waited at the crash point.
 EXIT_ORPHANED = 70
+#: The environment variable holding the store URL.
+STORE_VARIABLE = "POLYLOOP_DEMO_WORKER_STORE"
 
 
 async def _work(config: dict[str, Any]) -> None:
@@ -38,7 +42,7 @@ async def _work(config: dict[str, Any]) -> None:
             await asyncio.to_thread(sys.stdin.buffer.read)
             os._exit(EXIT_ORPHANED)
 
-    url = parse_store_url(config["store"])
+    url = parse_store_url(os.environ[STORE_VARIABLE])
     async with open_store(url, create=True) as store:
         model = model_client(model_config)
         try:

@@ -23,6 +23,7 @@ import click
 
 from polyloop.ports import LeaseHolder, RunLog
 from polyloop.serialization import dumps, to_dict
+from polyloop.stores.urls import shown_url
 from polyloop.types import StepRecord
 from polyloop_cli.errors import CliError, ExitCode, shown_id
 from polyloop_cli.inspection import (
@@ -38,6 +39,7 @@ from polyloop_cli.inspection import (
     step_row,
 )
 from polyloop_cli.invocation import suggest
+from polyloop_cli.redaction import scrub_error
 from polyloop_cli.render import Column, Fit, Output, status_text
 from polyloop_cli.stores import (
     StoreUrl,
@@ -61,9 +63,11 @@ F = TypeVar("F", bound=Callable[..., Any])
 UNREADABLE_SHOWN = 10
 
 STORE_HELP = (
-    "Store URL: sqlite:///abs/file.sqlite, sqlite:rel/file.sqlite, jsonl:///abs/dir or "
-    "jsonl:rel/dir. Default: $POLYLOOP_STORE, else the demo store "
-    "sqlite:$POLYLOOP_HOME/demo.sqlite (POLYLOOP_HOME defaults to ./.polyloop)."
+    "Store URL: sqlite:///abs/file.sqlite, sqlite:rel/file.sqlite, jsonl:///abs/dir, "
+    "jsonl:rel/dir, postgresql://user@host:port/db?schema=name, or the scheme of any installed "
+    "store (entry-point group polyloop.stores). Default: $POLYLOOP_STORE, else the demo store "
+    "sqlite:$POLYLOOP_HOME/demo.sqlite (POLYLOOP_HOME defaults to ./.polyloop). A password is "
+    "never printed: give it with PGPASSWORD or ~/.pgpass to paste the commands shown."
 )
 
 
@@ -98,13 +102,14 @@ class StoreChoice:
 
 def _store(value: str | None) -> StoreChoice:
     url = parse_store_url(value if value is not None else default_store_url())
-    return StoreChoice(url, () if value is None else ("--store", value))
+    # Suggested commands name the store without its password (never printed).
+    return StoreChoice(url, () if value is None else ("--store", shown_url(value.strip())))
 
 
 def _not_found(choice: StoreChoice, run_id: str) -> CliError:
     return CliError(
         ExitCode.RUN_NOT_FOUND,
-        f"no run {shown_id(run_id)} in the {choice.url.kind} store at {choice.url.path}; list "
+        f"no run {shown_id(run_id)} in the {choice.url.kind} store at {choice.url.location}; list "
         f"the runs with `{suggest('runs', *choice.option)}`.",
     )
 
@@ -188,7 +193,7 @@ def runs(store: str | None, as_json: bool) -> None:
         async with open_store(url, missing_advice=choice.missing_advice) as opened:
             listing = await list_run_ids(opened, url)
             for run_id in listing.run_ids:
-                read = await read_run(opened, run_id)
+                read = await read_run(opened, url, run_id)
                 finished = read.damage is not None or read.log.finished is not None
                 holder = None if finished else await lease_holder(opened, url, run_id)
                 rows.append(run_summary(run_id, read.log, read.damage, holder))
@@ -261,7 +266,7 @@ class ShownLog:
 
 async def _log_to_show(choice: StoreChoice, run_id: str) -> ShownLog:
     async with open_store(choice.url, missing_advice=choice.missing_advice) as store:
-        read = await read_run(store, run_id)
+        read = await read_run(store, choice.url, run_id)
         if read.damage is None:
             if read.log == RunLog():
                 raise _not_found(choice, run_id)
@@ -582,7 +587,7 @@ def verify(run_id: str | None, check_all: bool, store: str | None, as_json: bool
                 for unreadable in listing.unreadable:
                     results.append({"run_id": None, "ok": False, "problem": unreadable})
             for current in ids:
-                read = await read_run(opened, current)
+                read = await read_run(opened, choice.url, current)
                 if read.damage is not None:
                     results.append({"run_id": current, "ok": False, "problem": read.damage})
                     continue
@@ -711,7 +716,7 @@ _register_demo()
 
 
 def _report(code: int, kind: str, message: str, as_json: bool) -> None:
-    line = " ".join(message.split())
+    line = scrub_error(" ".join(message.split()))
     if as_json:
         sys.stderr.write(
             json.dumps({"error": {"code": code, "kind": kind, "message": line}}) + "\n"
@@ -761,7 +766,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.exit(0)
     except Exception as error:
         if os.environ.get("POLYLOOP_DEBUG"):
-            traceback.print_exc()
+            sys.stderr.write(scrub_error(traceback.format_exc()))
         bug = CliError(
             ExitCode.INTERNAL,
             f"unexpected {type(error).__name__}: this is a bug in polyloop; rerun with "

@@ -7,6 +7,9 @@ On a terminal a table fits the terminal's width (``COLUMNS``, else the terminal'
 column says how it may give way (:class:`Fit`): identifiers, numbers and states never do (an id
 broken over two lines cannot be copied); free text is cut to one line with ``…`` or folded over
 several lines. ``show --full`` is where nothing is cut.
+
+Every text goes through :func:`polyloop_cli.redaction.scrub` first: no store URL's password is
+ever printed.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
+
+from polyloop_cli.redaction import scrub
 
 __all__ = ["Column", "Fit", "Output", "status_text"]
 
@@ -76,7 +81,7 @@ class Output:
 
     def json(self, value: object) -> None:
         """One JSON document on stdout (not through rich: no wrapping, no markup)."""
-        sys.stdout.write(json.dumps(value, ensure_ascii=False, indent=2) + "\n")
+        sys.stdout.write(scrub(json.dumps(value, ensure_ascii=False, indent=2)) + "\n")
         sys.stdout.flush()
 
     def line(self, text: str | Text = "", *, style: str | None = None) -> None:
@@ -84,11 +89,11 @@ class Output:
             return
         if isinstance(text, str):
             text = Text(text, style=style or "")
-        self.out.print(text)
+        self.out.print(_scrubbed(text))
 
     def note(self, text: str, *, style: str = "dim") -> None:
         """A diagnostic line on stderr (also in ``--json`` mode, where stdout holds the JSON)."""
-        self.err.print(Text(text, style=style))
+        self.err.print(_scrubbed(Text(text, style=style)))
 
     def table(
         self,
@@ -101,6 +106,7 @@ class Output:
         if self.as_json:
             return
         cells = [[_cell(value) for value in row] for row in rows]
+        title = None if title is None else scrub(title)
         widths: list[int | None] = [None] * len(columns)
         hidden: list[str] = []
         if self.terminal:
@@ -204,10 +210,17 @@ def _cell(value: object) -> str | Text:
     if value is None:
         return ""
     if isinstance(value, Text):
-        return value
+        return _scrubbed(value)
     if isinstance(value, bool):
         return "yes" if value else "no"
-    return str(value)
+    return scrub(str(value))
+
+
+def _scrubbed(text: Text) -> Text:
+    """``text`` itself, or (in the rare case it holds a secret) a scrubbed copy in its base
+    style."""
+    clean = scrub(text.plain)
+    return text if clean == text.plain else Text(clean, style=text.style)
 
 
 #: How each run status reads in a table, and its colour. One row per status.

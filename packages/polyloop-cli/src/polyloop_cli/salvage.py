@@ -1,17 +1,24 @@
-"""What can still be read of a run log the store refuses to read (``show`` of a damaged run).
+"""What can still be read of a store that refuses to read itself: the one place where the CLI
+reads a store's storage instead of asking the store.
 
 A store reads a log whole or not at all: one undecodable record, or one damaged database page,
-and ``read_log`` raises. To show what is left, this reads the documented on-disk layout record
-by record, read-only, and keeps every record that decodes (design 0015 couples the CLI to that
-layout for listing already): the rows of ``run_records`` one ``seq`` at a time for SQLite, the
-lines of the run's file for JSON Lines. What it skips is listed, one line per unreadable record.
+and ``read_log`` raises; one unreadable run file, and the JSON Lines store's
+``list_run_ids`` raises. For the shipped file stores, this module then reads their documented
+on-disk layout unit by unit, read-only, keeps what decodes and names what does not (design
+0034):
+
+- listing (:func:`list_from_layout`, when the store's own ``list_run_ids`` failed): the run_ids
+  of ``run_records`` through each of its two access paths, the covering index and the table
+  itself, for SQLite; the first line of every run file, for JSON Lines;
+- a damaged run's records (:func:`salvage_sqlite`, :func:`salvage_jsonl`, for ``show``): the
+  rows of ``run_records`` one ``seq`` at a time; the lines of the run's file.
 """
 
 from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,8 +26,37 @@ from polyloop.errors import PolyLoopError
 from polyloop.ports import RunLog
 from polyloop.serialization import LogRecord, loads_log_record
 from polyloop.types import Intent, ModelCallResult, RunFinished, RunStarted, StepCompleted
+from polyloop_cli.store_check import is_run_file_name
 
-__all__ = ["Salvage", "salvage_jsonl", "salvage_sqlite"]
+__all__ = [
+    "LayoutUnreadable",
+    "Listing",
+    "Salvage",
+    "list_from_layout",
+    "salvage_jsonl",
+    "salvage_sqlite",
+]
+
+#: The run_ids of a SQLite store through the covering index alone, then through the table
+#: alone: a damaged page of one leaves the other readable.
+_SQLITE_LISTINGS = (
+    "SELECT run_id FROM run_records INDEXED BY run_records_by_run GROUP BY run_id "
+    "ORDER BY MIN(seq)",
+    "SELECT run_id FROM run_records NOT INDEXED GROUP BY run_id ORDER BY MIN(seq)",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Listing:
+    """The run ids a store holds, and what could not even be attributed to a run."""
+
+    run_ids: Sequence[str]
+    #: Storage units (files) whose run_id cannot be read: each a one-line description.
+    unreadable: Sequence[str] = ()
+
+
+class LayoutUnreadable(Exception):
+    """Nothing of the store could be read; the message says what the storage answered."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,3 +163,57 @@ def salvage_jsonl(path: Path, run_id: str) -> Salvage:
     numbered = ((line, f"line {number}") for number, line in enumerate(complete, 1) if line)
     log = assemble(_keep(run_id, os.fspath(path), numbered, problems))
     return Salvage(log, tuple(problems))
+
+
+def list_from_layout(kind: str, path: Path) -> Listing:
+    """The run_ids of the ``kind`` (``sqlite`` or ``jsonl``) store at ``path``, read from its
+    layout; raises :class:`LayoutUnreadable` when nothing can be read."""
+    if kind == "jsonl":
+        return _list_jsonl_directory(path)
+    return _list_sqlite_file(path)
+
+
+def _list_sqlite_file(path: Path) -> Listing:
+    try:
+        connection = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error as error:
+        raise LayoutUnreadable(_one_line(error)) from None
+    failure: sqlite3.Error | None = None
+    try:
+        for query in _SQLITE_LISTINGS:
+            try:
+                rows = connection.execute(query).fetchall()
+            except sqlite3.Error as error:
+                failure = failure or error
+                continue
+            return Listing(tuple(str(row[0]) for row in rows))
+    finally:
+        connection.close()
+    assert failure is not None
+    raise LayoutUnreadable(_one_line(failure))
+
+
+def _list_jsonl_directory(path: Path) -> Listing:
+    ids: list[str] = []
+    unreadable: list[str] = []
+    try:
+        names = sorted(entry for entry in os.listdir(path) if is_run_file_name(entry))
+    except OSError as error:
+        raise LayoutUnreadable(f"{path}: cannot be listed ({error.strerror})") from None
+    for name in names:
+        try:
+            with open(path / name, "rb") as handle:
+                first = handle.readline()
+        except OSError as error:
+            unreadable.append(f"{name}: cannot be read ({error.strerror})")
+            continue
+        if not first.endswith(b"\n"):
+            continue  # empty, or one torn line: the run's first write was never acknowledged
+        try:
+            record = _decode(first)
+        except (PolyLoopError, UnicodeDecodeError, ValueError) as error:
+            unreadable.append(f"{name}, line 1: {_one_line(error)}")
+            continue
+        if record.run_id not in ids:
+            ids.append(record.run_id)
+    return Listing(tuple(ids), tuple(unreadable))

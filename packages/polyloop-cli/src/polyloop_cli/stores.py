@@ -1,35 +1,55 @@
-"""Store URLs: parsing, opening an existing store, and listing the runs it holds.
+"""Store URLs: parsing, opening a store, reading and listing its runs.
 
-URL forms (see ``research-wiki/design/0015-cli.md``):
+A store URL names its store by scheme; the store comes from the factory registered for that
+scheme under the entry-point group ``polyloop.stores`` (:mod:`polyloop.stores.urls`, design
+0034), so a third-party store is inspected like the shipped ones. Shipped forms:
 
 - ``sqlite:///abs/path.sqlite`` (empty authority, absolute path) or ``sqlite:rel/path.sqlite``
 - ``jsonl:///abs/dir`` or ``jsonl:rel/dir``
+- ``postgresql://user@host:port/database?schema=name`` (or ``postgres://``)
 - a bare path to an existing file (SQLite) or directory (JSON Lines), for convenience.
 
 The default store is ``$POLYLOOP_STORE`` when set, else the demo's SQLite file
 ``$POLYLOOP_HOME/demo.sqlite`` (``POLYLOOP_HOME`` defaults to ``./.polyloop``).
+
+The shipped file stores get more care than any other (design 0027): what is at their path is
+recognised by content first (:mod:`polyloop_cli.store_check`), and when they cannot read
+themselves the CLI reads their layout (:mod:`polyloop_cli.salvage`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import inspect
 import os
-import sqlite3
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
 
-from polyloop.errors import PolyLoopError
-from polyloop.ports import LeaseHolder, RunLeasing, RunListing, RunLog, RunStore
+from polyloop.errors import ConfigurationError, CorruptLogError, PolyLoopError
+from polyloop.ports import LeaseHolder, RunLeasing, RunListing, RunLog, RunStore, StoreClosing
+from polyloop.stores.urls import (
+    local_store_path,
+    open_store_url,
+    shown_url,
+    store_factories,
+    url_scheme,
+)
 from polyloop_cli.errors import CliError, ExitCode, shown_id
-from polyloop_cli.salvage import Salvage, salvage_jsonl, salvage_sqlite
-from polyloop_cli.store_check import check_store_path, is_run_file_name
+from polyloop_cli.redaction import remember_secrets_of
+from polyloop_cli.salvage import (
+    LayoutUnreadable,
+    Listing,
+    Salvage,
+    list_from_layout,
+    salvage_jsonl,
+    salvage_sqlite,
+)
+from polyloop_cli.store_check import check_store_path
 
 __all__ = [
     "DEMO_STORE_NAME",
+    "FILE_SCHEMES",
     "Listing",
     "RunRead",
     "StoreUrl",
@@ -44,25 +64,44 @@ __all__ = [
     "salvage",
 ]
 
-Kind = Literal["sqlite", "jsonl"]
-
 #: File name of the demo's SQLite store inside ``POLYLOOP_HOME``.
 DEMO_STORE_NAME = "demo.sqlite"
+#: The shipped stores that live in local files, which the CLI recognises and salvages.
+FILE_SCHEMES = ("sqlite", "jsonl")
 
-_EXAMPLES = "sqlite:///abs/path.sqlite, sqlite:rel/path.sqlite, jsonl:///abs/dir or jsonl:rel/dir"
+_EXAMPLES = "sqlite:///abs/file.sqlite, jsonl:rel/dir, postgresql://user@host/db"
 
 
 @dataclass(frozen=True, slots=True)
 class StoreUrl:
-    """A parsed store URL."""
+    """A parsed store URL. ``str()`` is its shown form: never a password."""
 
-    kind: Kind
-    path: Path
+    #: The URL scheme in lowercase (``sqlite``, ``jsonl``, ``postgresql``, …).
+    kind: str
+    #: The path of a file store (``kind`` in :data:`FILE_SCHEMES`); ``None`` for the others.
+    path: Path | None = None
+    #: The URL handed to the store's factory (it may hold a password: never shown).
+    url: str = field(default="", repr=False)
+
+    @classmethod
+    def of_file(cls, kind: str, path: Path) -> StoreUrl:
+        """The URL of the file store of ``kind`` at ``path``."""
+        text = f"{kind}://{path}" if path.is_absolute() else f"{kind}:{path}"
+        return cls(kind, path, text)
+
+    @property
+    def local_path(self) -> Path:
+        """The path of a file store (only asked of one)."""
+        assert self.path is not None, self.kind
+        return self.path
+
+    @property
+    def location(self) -> str:
+        """Where the store is, as messages say it: its path, or its shown URL."""
+        return str(self.path) if self.path is not None else shown_url(self.url)
 
     def __str__(self) -> str:
-        return (
-            f"{self.kind}://{self.path}" if self.path.is_absolute() else f"{self.kind}:{self.path}"
-        )
+        return shown_url(self.url)
 
 
 def polyloop_home() -> Path:
@@ -79,90 +118,82 @@ def default_store_url() -> str:
 
 
 def parse_store_url(text: str) -> StoreUrl:
-    """Parse ``text`` or raise a :class:`CliError` (``BAD_STORE_URL``) saying what is accepted."""
+    """Parse ``text`` or raise a :class:`CliError` (``BAD_STORE_URL``) saying what is accepted.
+
+    Its secrets are never printed from here on (:func:`remember_secrets_of`)."""
     raw = text.strip()
+    remember_secrets_of(raw)
+    shown = shown_url(raw)
     if not raw:
         raise CliError(ExitCode.BAD_STORE_URL, f"empty --store value; use one of {_EXAMPLES}.")
-    scheme, sep, rest = raw.partition(":")
-    if sep and scheme.lower() in ("sqlite", "jsonl") and len(scheme) > 1:
-        kind: Kind = "sqlite" if scheme.lower() == "sqlite" else "jsonl"
-        if rest.startswith("//"):
-            rest = rest[2:]
-            if not rest.startswith("/"):
-                raise CliError(
-                    ExitCode.BAD_STORE_URL,
-                    f"store URL {text!r} names a host; stores are local: write "
-                    f"{kind}:///absolute/path or {kind}:relative/path.",
-                )
-        if not rest or "\x00" in rest:
-            raise CliError(
-                ExitCode.BAD_STORE_URL,
-                f"store URL {text!r} has no usable path; use one of {_EXAMPLES}.",
-            )
-        return StoreUrl(kind, Path(rest))
-    if sep and len(scheme) > 1 and "/" not in scheme and "\\" not in scheme:
-        # Something like memory:, postgres:, http: — not a path with a colon in it.
+    scheme = url_scheme(raw)
+    if scheme is None:
+        return _bare_path(raw)
+    try:
+        factories = store_factories()
+    except ConfigurationError as error:
+        raise CliError(ExitCode.BAD_STORE_URL, str(error)) from None
+    if scheme not in factories:
+        known = ", ".join(f"{name}:" for name in sorted(factories))
         raise CliError(
             ExitCode.BAD_STORE_URL,
-            f"unknown store scheme {scheme!r} in {text!r}; use one of {_EXAMPLES}"
+            f"unknown store scheme {scheme!r} in {shown!r}; installed stores take {known}"
             + (" (a memory store ends with its process)." if scheme == "memory" else "."),
         )
+    if scheme not in FILE_SCHEMES:
+        return StoreUrl(scheme, None, raw)
+    try:
+        return StoreUrl.of_file(scheme, local_store_path(raw))
+    except ConfigurationError as error:
+        raise CliError(ExitCode.BAD_STORE_URL, str(error)) from None
+
+
+def _bare_path(raw: str) -> StoreUrl:
     path = Path(raw)
     if path.is_dir():
-        return StoreUrl("jsonl", path)
+        return StoreUrl.of_file("jsonl", path)
     if path.is_file():
-        return StoreUrl("sqlite", path)
+        return StoreUrl.of_file("sqlite", path)
     raise CliError(
         ExitCode.BAD_STORE_URL,
-        f"{text!r} is not a store URL and no file or directory has that path; use one of "
-        f"{_EXAMPLES}.",
+        f"{shown_url(raw)!r} is not a store URL and no file or directory has that path; use "
+        f"one of {_EXAMPLES}.",
     )
-
-
-def _construct(url: StoreUrl) -> Any:
-    if url.kind == "jsonl":
-        from polyloop.stores.jsonl import JsonlRunStore
-
-        return JsonlRunStore(url.path)
-    try:
-        from polyloop.stores.sqlite import SqliteRunStore
-    except ImportError:
-        raise CliError(
-            ExitCode.BAD_STORE_URL,
-            "this installation has no SQLite store (polyloop.stores.sqlite is missing); "
-            "upgrade polyloop-stores or use a jsonl: store.",
-        ) from None
-    return SqliteRunStore(url.path)
-
-
-async def _close(store: object) -> None:
-    aclose = getattr(store, "aclose", None)
-    if callable(aclose):
-        await aclose()
-        return
-    close = getattr(store, "close", None)
-    if callable(close):
-        if inspect.iscoroutinefunction(close):
-            await close()
-        else:
-            # The durable stores' close() blocks while writes in flight commit.
-            await asyncio.to_thread(close)
 
 
 @asynccontextmanager
 async def open_store(
     url: StoreUrl, *, create: bool = False, missing_advice: str | None = None
 ) -> AsyncIterator[RunStore]:
-    """Open the store at ``url``; unless ``create``, it must already exist (never create one
-    by accident while inspecting). Whatever is at the path must be a store of that kind."""
+    """Open the store ``url`` names, through its scheme's factory, and close it afterwards.
+
+    A file store must already exist unless ``create`` (inspecting never creates one by
+    accident), and what is at its path must be a store of that kind."""
+    if url.path is not None:
+        _check_file_store(url, create=create, missing_advice=missing_advice)
+    try:
+        store = open_store_url(url.url)
+    except ConfigurationError as error:
+        raise CliError(ExitCode.BAD_STORE_URL, _one_line(error)) from None
+    except (PolyLoopError, OSError) as error:
+        raise _unreadable(url, error) from None
+    try:
+        yield store
+    finally:
+        if isinstance(store, StoreClosing):
+            await store.aclose()
+
+
+def _check_file_store(url: StoreUrl, *, create: bool, missing_advice: str | None) -> None:
+    path = url.local_path
     check_store_path(
         url.kind,
-        url.path,
+        path,
         create=create,
         missing_advice=missing_advice or "pass --store with the path of an existing store.",
     )
     if create:
-        parent = url.path.parent if url.kind == "sqlite" else url.path
+        parent = path.parent if url.kind == "sqlite" else path
         try:
             parent.mkdir(parents=True, exist_ok=True)
         except OSError as error:
@@ -171,16 +202,6 @@ async def open_store(
                 f"cannot create {parent} for the store ({error.strerror}); choose a writable "
                 "place with --store or POLYLOOP_HOME.",
             ) from None
-    try:
-        store = _construct(url)
-    except CliError:
-        raise
-    except (PolyLoopError, OSError) as error:
-        raise _unreadable(url, error) from None
-    try:
-        yield store
-    finally:
-        await _close(store)
 
 
 def _one_line(error: BaseException) -> str:
@@ -190,8 +211,8 @@ def _one_line(error: BaseException) -> str:
 def _unreadable(url: StoreUrl, error: BaseException) -> CliError:
     return CliError(
         ExitCode.STORE_UNREADABLE,
-        f"cannot read the {url.kind} store at {url.path}; check that it is a PolyLoop store and "
-        "that you may read it.",
+        f"cannot read the {url.kind} store at {url.location}; check that it is a PolyLoop store "
+        "and that you may reach and read it.",
         detail=_one_line(error),
     )
 
@@ -205,19 +226,26 @@ class RunRead:
     damage: str | None = None
 
 
-async def read_run(store: RunStore, run_id: str) -> RunRead:
-    """``store.read_log``; a failure of this one run (an undecodable record, a damaged page,
-    an unreadable file) is the run's damage, not the end of the command."""
+async def read_run(store: RunStore, url: StoreUrl, run_id: str) -> RunRead:
+    """``store.read_log``; a failure of this one run is the run's damage, not the end of the
+    command: any failure of a file store (an undecodable record, a damaged page, an unreadable
+    file), a :class:`CorruptLogError` of any store. Any other failure of another store (the
+    server is unreachable) means nothing can be read: a ``STORE_UNREADABLE`` :class:`CliError`.
+    """
     try:
         return RunRead(await store.read_log(run_id))
+    except CorruptLogError as error:
+        return RunRead(RunLog(), _one_line(error))
     except (PolyLoopError, OSError) as error:
+        if url.path is None:
+            raise _unreadable(url, error) from None
         return RunRead(RunLog(), _one_line(error))
 
 
 def damaged_message(run_id: str, url: StoreUrl, advice: str, *, name_store: bool = True) -> str:
     """The headline of the error for a run whose log the store cannot read (``name_store``
     off when ``advice`` names the store already)."""
-    store = f"the {url.kind} store at {url.path}" if name_store else f"the {url.kind} store"
+    store = f"the {url.kind} store at {url.location}" if name_store else f"the {url.kind} store"
     return f"the log of run {shown_id(run_id)} is damaged: {store} cannot read it; {advice}"
 
 
@@ -231,7 +259,7 @@ async def read_log(
 ) -> RunLog:
     """``store.read_log``, or a ``CORRUPT_LOG`` :class:`CliError` when the log is damaged
     (its message ending in ``advice``)."""
-    read = await read_run(store, run_id)
+    read = await read_run(store, url, run_id)
     if read.damage is not None:
         raise CliError(
             ExitCode.CORRUPT_LOG,
@@ -243,13 +271,14 @@ async def read_log(
 
 async def salvage(store: RunStore, url: StoreUrl, run_id: str) -> Salvage:
     """The readable records of a damaged run, read record by record from the store's layout."""
-    if url.kind == "sqlite":
-        return await asyncio.to_thread(salvage_sqlite, url.path, run_id)
-    path_for = getattr(store, "path_for", None)
-    path = Path(path_for(run_id)) if callable(path_for) else None
-    if path is None:
-        return Salvage(RunLog(), (f"{url.path}: the store does not say which file holds the run",))
-    return await asyncio.to_thread(salvage_jsonl, path, run_id)
+    from polyloop.stores.jsonl import JsonlRunStore
+    from polyloop.stores.sqlite import SqliteRunStore
+
+    if isinstance(store, SqliteRunStore):
+        return await asyncio.to_thread(salvage_sqlite, Path(store.path), run_id)
+    if isinstance(store, JsonlRunStore):
+        return await asyncio.to_thread(salvage_jsonl, Path(store.path_for(run_id)), run_id)
+    return Salvage(RunLog(), (f"{url}: the CLI reads no other store's storage",))
 
 
 async def lease_holder(store: RunStore, url: StoreUrl, run_id: str) -> LeaseHolder | None:
@@ -263,92 +292,26 @@ async def lease_holder(store: RunStore, url: StoreUrl, run_id: str) -> LeaseHold
         raise _unreadable(url, error) from None
 
 
-@dataclass(frozen=True, slots=True)
-class Listing:
-    """The run ids a store holds, and what could not even be attributed to a run."""
-
-    run_ids: Sequence[str]
-    #: Storage units (files) whose run_id cannot be read: each a one-line description.
-    unreadable: Sequence[str] = ()
-
-
 async def list_run_ids(store: RunStore, url: StoreUrl) -> Listing:
-    """Every run_id in the store.
+    """Every run_id in the store, from its own listing (:class:`RunListing`).
 
-    Asks the store (``RunListing.list_run_ids``, or a ``run_ids()`` method, sync or async).
-    When it has no listing, or its listing fails on a damaged part, the documented on-disk
-    layout is read instead, unit by unit, so that the readable runs are still listed and the
-    damaged units named: the ``run_records`` table for SQLite, the first line of every run
-    file for JSON Lines.
+    When that fails on a damaged part of a shipped file store, the runs are listed from its
+    layout instead (:func:`polyloop_cli.salvage.list_from_layout`), unit by unit, so that the
+    readable runs are still listed and the damaged units named.
     """
-    method: Any = store.list_run_ids if isinstance(store, RunListing) else None
-    method = method or getattr(store, "run_ids", None)
-    if callable(method):
-        try:
-            result = method()
-            if inspect.isawaitable(result):
-                result = await result
-            return Listing(tuple(str(item) for item in result))
-        except (PolyLoopError, OSError):
-            pass  # read the layout instead: it names the damaged unit and lists the rest
-    if url.kind == "jsonl":
-        return await asyncio.to_thread(_scan_jsonl_directory, url)
-    return await asyncio.to_thread(_scan_sqlite_file, url)
-
-
-#: Run ids from the table, then (the table's pages damaged) from the index alone.
-_SQLITE_LISTINGS = (
-    "SELECT run_id FROM run_records GROUP BY run_id ORDER BY MIN(seq)",
-    "SELECT run_id FROM run_records INDEXED BY run_records_by_run GROUP BY run_id "
-    "ORDER BY MIN(seq)",
-)
-
-
-def _scan_sqlite_file(url: StoreUrl) -> Listing:
-    """Run ids from the documented layout (table ``run_records``, one row per record, in
-    ``seq`` order), read through a read-only connection."""
+    if not isinstance(store, RunListing):
+        raise CliError(
+            ExitCode.STORE_UNREADABLE,
+            f"the {url.kind} store at {url.location} cannot list its runs (no RunListing); name "
+            "a run instead: show, plan and verify take a RUN_ID.",
+        )
     try:
-        connection = sqlite3.connect(f"{url.path.resolve().as_uri()}?mode=ro", uri=True)
-    except sqlite3.Error as error:
+        return Listing(await store.list_run_ids())
+    except (PolyLoopError, OSError) as error:
+        if url.path is None:
+            raise _unreadable(url, error) from None
+        # A file store: read the layout instead; it names the damaged unit and lists the rest.
+    try:
+        return await asyncio.to_thread(list_from_layout, url.kind, url.path)
+    except LayoutUnreadable as error:
         raise _unreadable(url, error) from None
-    failure: sqlite3.Error | None = None
-    try:
-        for query in _SQLITE_LISTINGS:
-            try:
-                rows = connection.execute(query).fetchall()
-            except sqlite3.Error as error:
-                failure = failure or error
-                continue
-            return Listing(tuple(str(row[0]) for row in rows))
-    finally:
-        connection.close()
-    assert failure is not None
-    raise _unreadable(url, failure)
-
-
-def _scan_jsonl_directory(url: StoreUrl) -> Listing:
-    from polyloop.serialization import loads_log_record
-
-    ids: list[str] = []
-    unreadable: list[str] = []
-    try:
-        names = sorted(entry for entry in os.listdir(url.path) if is_run_file_name(entry))
-    except OSError as error:
-        raise _unreadable(url, error) from None
-    for name in names:
-        try:
-            with open(url.path / name, "rb") as handle:
-                first = handle.readline()
-        except OSError as error:
-            unreadable.append(f"{name}: cannot be read ({error.strerror})")
-            continue
-        if not first.endswith(b"\n"):
-            continue  # empty, or one torn line: the run's first write was never acknowledged
-        try:
-            record = loads_log_record(first.decode("utf-8"))
-        except (PolyLoopError, UnicodeDecodeError, ValueError) as error:
-            unreadable.append(f"{name}, line 1: {_one_line(error)}")
-            continue
-        if record.run_id not in ids:
-            ids.append(record.run_id)
-    return Listing(tuple(ids), tuple(unreadable))

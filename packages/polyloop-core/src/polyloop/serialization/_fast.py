@@ -169,6 +169,7 @@ def parse_json(what: str, text: str | bytes) -> object:
             if end == len(text):
                 return payload
     try:
-        return json.loads(text)
+        # Bytes are UTF-8 text: json.loads would guess UTF-16 or UTF-32 from NUL bytes.
+        return json.loads(text if isinstance(text, str) else text.decode("utf-8"))
     except (ValueError, UnicodeDecodeError) as error:
         raise SerializationError(f"{what}: not valid JSON ({error}).") from None

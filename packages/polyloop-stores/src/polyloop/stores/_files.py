@@ -1,11 +1,12 @@
-"""Whole-buffer reads and writes on raw file descriptors (``os.pread``/``os.pwrite`` may be short)."""
+"""File-descriptor helpers of the file stores: whole-buffer reads and writes (``os.pread`` and
+``os.pwrite`` may be short) and making a directory entry durable."""
 
 from __future__ import annotations
 
 import errno
 import os
 
-__all__ = ["read_all", "write_all"]
+__all__ = ["read_all", "sync_directory", "write_all"]
 
 
 def write_all(fd: int, data: bytes, offset: int) -> None:
@@ -29,3 +30,13 @@ def read_all(fd: int) -> bytes:
             return b"".join(chunks)
         chunks.append(chunk)
         offset += len(chunk)
+
+
+def sync_directory(path: str) -> None:
+    """Make the entries of the directory ``path`` durable (a new file's name survives a crash
+    only once its directory is synced)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -19,47 +19,41 @@ from __future__ import annotations
 import contextlib
 import queue
 import sqlite3
-import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from polyloop.errors import PolyLoopError, StoreError
 from polyloop.stores._records import RecordKey, duplicate_error
-from polyloop.stores._threads import DEFAULT_IDLE_WAIT_SECONDS, Completion, settle_all
+from polyloop.stores._threads import (
+    DEFAULT_IDLE_WAIT_SECONDS,
+    Completion,
+    QueueThread,
+    settle_all,
+)
 
 __all__ = ["GroupCommitWriter", "PendingWrite"]
 
 _INSERT = "INSERT INTO run_records (run_id, kind, body, record_key) VALUES (?, ?, ?, ?)"
 
 
+@dataclass(slots=True)
 class PendingWrite:
     """One record waiting for the writer thread."""
 
-    __slots__ = ("body", "completion", "key", "key_text", "kind", "run_id")
-
-    def __init__(
-        self,
-        completion: Completion,
-        run_id: str,
-        kind: str,
-        body: str,
-        key: RecordKey,
-        key_text: str | None,
-    ) -> None:
-        self.completion = completion
-        self.run_id = run_id
-        self.kind = kind
-        self.body = body
-        self.key = key
-        self.key_text = key_text
+    completion: Completion
+    run_id: str
+    kind: str
+    body: str
+    key: RecordKey
+    #: The ``record_key`` column (see ``_sqlite_schema.key_text``).
+    key_text: str | None
 
 
-#: ``None`` stops the thread; a bare :class:`Completion` asks it to open the connection (to
-#: surface errors early) and do nothing else.
-_Item = PendingWrite | Completion | None
+class GroupCommitWriter(QueueThread[PendingWrite]):
+    """The single writer of one database file in this store.
 
-
-class GroupCommitWriter:
-    """The single writer of one database file in this store."""
+    ``close`` commits what is queued, stops the thread and closes the connection.
+    """
 
     def __init__(
         self,
@@ -69,53 +63,21 @@ class GroupCommitWriter:
         max_batch: int = 256,
         idle_wait: float = DEFAULT_IDLE_WAIT_SECONDS,
     ) -> None:
-        self._name = name
-        self._idle_wait = idle_wait
+        super().__init__(name, "; open a new store on the same file to continue.", idle_wait)
         self._open_connection = open_connection
         self._max_batch = max_batch
-        self._queue: queue.SimpleQueue[_Item] = queue.SimpleQueue()
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
-        self._closed = False
         self._connection: sqlite3.Connection | None = None
         #: Transactions committed so far (for tests and the benchmark).
         self.commits = 0
-
-    def _put(self, item: _Item) -> None:
-        with self._lock:
-            if self._closed:
-                raise StoreError(
-                    f"{self._name} is closed; open a new store on the same file to continue."
-                )
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._work, name=self._name, daemon=True)
-                self._thread.start()
-            self._queue.put(item)
 
     async def write(
         self, run_id: str, kind: str, body: str, key: RecordKey, key_text: str | None
     ) -> None:
         """Store one record (``key_text``: its ``record_key`` column); return once committed."""
         completion = Completion()
-        self._put(PendingWrite(completion, run_id, kind, body, key, key_text))
-        await completion.wait(self._idle_wait)
+        await self._submit(PendingWrite(completion, run_id, kind, body, key, key_text), completion)
 
-    async def open(self) -> None:
-        """Open the connection now (creating the schema), raising what opening raises."""
-        completion = Completion()
-        self._put(completion)
-        await completion.wait(self._idle_wait)
-
-    def close(self) -> None:
-        """Commit what is queued, stop the thread and close the connection. Blocks."""
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            thread = self._thread
-        if thread is not None:
-            self._queue.put(None)
-            thread.join()
+    def _closed_down(self) -> None:
         if self._connection is not None:
             self._connection.close()
             self._connection = None

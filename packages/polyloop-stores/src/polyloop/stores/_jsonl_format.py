@@ -2,13 +2,19 @@
 
 A write appends one whole line (record + ``\\n``) and syncs it before it is acknowledged, so
 after a crash only the last line can be incomplete: missing its newline, or, when the disk
-kept the new size but not the new bytes, full of garbage. Such a tail is an unacknowledged
-write: it is ignored on read and cut off before the next append. A line that does not decode
-anywhere else cannot come from a crash, and is refused as corruption.
+kept the new size but not the new bytes, full of garbage — in either case not JSON text. Such
+a tail is an unacknowledged write: it is ignored on read and cut off before the next append.
+
+Any other line that is not a record cannot come from a crash, and is refused as corruption
+naming the file and line, wherever it stands: a line in the middle, and also a complete last
+line that is JSON but not a record of this run (another schema version, an unknown tag, a
+missing field, another run_id). Such a line is never cut off: it may be an acknowledged
+record someone edited, and only a person can tell.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from polyloop.errors import CorruptLogError, SerializationError
@@ -17,7 +23,15 @@ from polyloop.serialization import LogRecord, loads_log_record
 from polyloop.stores._decoding import decode_log_record
 from polyloop.stores._records import LogBuilder, RecordKey, record_key
 
-__all__ = ["FileTail", "ParsedFile", "first_run_id", "parse_file", "parse_log", "scan_tail"]
+__all__ = [
+    "FileTail",
+    "ParsedFile",
+    "first_run_id",
+    "is_torn",
+    "parse_file",
+    "parse_log",
+    "scan_tail",
+]
 
 _NEWLINE = b"\n"
 
@@ -53,6 +67,27 @@ def parse_log(data: bytes, run_id: str, where: str) -> RunLog:
     return parse_file(data, run_id, where).log
 
 
+def is_torn(line: bytes) -> bool:
+    """Whether a last line that holds no record is a torn write: not even JSON text."""
+    try:
+        json.loads(line.decode("utf-8"))
+    except ValueError:  # UnicodeDecodeError is one
+        return True
+    return False
+
+
+def _corrupt(where: str, number: int, error: Exception, *, last: bool) -> CorruptLogError:
+    why = (
+        "It is complete JSON, so not a write torn by a crash"
+        if last
+        else "Only the last line of a run log can be torn by a crash"
+    )
+    return CorruptLogError(
+        f"{where}, line {number}: not a valid log record ({error}). {why}: the file was "
+        "altered or damaged; repair or remove that line (keep a copy) before reading this run."
+    )
+
+
 def parse_file(data: bytes, run_id: str, where: str) -> ParsedFile:
     """:func:`parse_log`, also saying where the good part ends and which keys it holds."""
     valid_end = data.rfind(_NEWLINE) + 1
@@ -63,14 +98,10 @@ def parse_file(data: bytes, run_id: str, where: str) -> ParsedFile:
         try:
             record = decode_log_record(line)
         except (SerializationError, UnicodeDecodeError) as error:
-            if index == last:
+            if index == last and is_torn(line):
                 valid_end -= len(line) + 1
                 break  # garbage at EOF: a torn write, never acknowledged
-            raise CorruptLogError(
-                f"{where}, line {index + 1}: not a valid log record ({error}). Only the last "
-                "line of a run log can be torn by a crash, so this file was altered or "
-                "damaged; repair or remove that line (keep a copy) before reading this run."
-            ) from None
+            raise _corrupt(where, index + 1, error, last=index == last) from None
         builder.add(record, "line", index + 1)
     return ParsedFile(builder.build(), valid_end, builder.keys)
 
@@ -85,8 +116,9 @@ def _decoded(line: bytes) -> LogRecord | None:
 def scan_tail(data: bytes) -> FileTail:
     """Where the good part of a file ends, and the keys of the records in it.
 
-    Tolerant on purpose: a bad line before the end is the reader's to report (with
-    :func:`parse_log`); here it is skipped.
+    Tolerant on purpose: a line that holds no record is the reader's to report (with
+    :func:`parse_log`); here it is skipped. Only a torn last line (:func:`is_torn`) ends the
+    good part before the end of the file, to be cut off: a complete line never is.
     """
     valid_end = data.rfind(_NEWLINE) + 1
     lines = data[:valid_end].split(_NEWLINE)[:-1]
@@ -95,7 +127,7 @@ def scan_tail(data: bytes) -> FileTail:
         record = _decoded(line)
         if record is not None:
             keys.add(record_key(record))
-        elif index == len(lines) - 1:
+        elif index == len(lines) - 1 and is_torn(line):
             valid_end -= len(line) + 1
     return FileTail(valid_end=valid_end, keys=frozenset(keys))
 
@@ -111,9 +143,6 @@ def first_run_id(data: bytes, where: str) -> str | None:
     try:
         return loads_log_record(lines[0].decode("utf-8")).run_id
     except (SerializationError, UnicodeDecodeError) as error:
-        if len(lines) == 1:
+        if len(lines) == 1 and is_torn(lines[0]):
             return None  # the only line is a torn write
-        raise CorruptLogError(
-            f"{where}, line 1: not a valid log record ({error}). The file was altered or "
-            "damaged; repair or remove it (keep a copy)."
-        ) from None
+        raise _corrupt(where, 1, error, last=len(lines) == 1) from None

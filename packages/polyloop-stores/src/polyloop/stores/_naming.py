@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import re
 
-from polyloop.errors import StoreError
+from polyloop.stores._durable import unstorable_run_id, utf8_of
 
 __all__ = ["LEASE_SUFFIX", "SUFFIX", "file_name_for", "lease_name_for"]
 
@@ -32,13 +32,9 @@ _UNREADABLE = re.compile(r"[^a-z0-9_-]+")
 
 def file_name_for(run_id: str) -> str:
     """The file name (no directory) holding the log of ``run_id``."""
-    try:
-        encoded = run_id.encode("utf-8")
-    except UnicodeEncodeError:
-        raise StoreError(
-            f"run_id {run_id!r} is not valid Unicode text (it holds a lone surrogate) and cannot "
-            "be stored; use a run_id made of ordinary characters."
-        ) from None
+    encoded = utf8_of(run_id)
+    if encoded is None:
+        raise unstorable_run_id(repr(run_id))
     return _name(run_id, encoded, SUFFIX)
 
 

@@ -24,7 +24,15 @@ from psycopg.rows import TupleRow
 from polyloop.errors import ConfigurationError, StoreError
 from polyloop.stores._postgres_target import ConnectionTarget
 
-__all__ = ["EndNotice", "Keepalive", "connect", "ended_while_idle", "explain", "shown_run_id"]
+__all__ = [
+    "EndNotice",
+    "Keepalive",
+    "StoreDatabase",
+    "connect",
+    "ended_while_idle",
+    "explain",
+    "shown_run_id",
+]
 
 #: Every connection this process opened and has not closed, for the fork hook below.
 _OPEN: weakref.WeakSet[psycopg.Connection[TupleRow]] = weakref.WeakSet()
@@ -91,6 +99,22 @@ class Keepalive:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class StoreDatabase:
+    """Where the connections of one store go, and how messages name the store."""
+
+    #: ``PostgresRunStore(host=… schema=…)``: how every message of the store starts.
+    name: str
+    target: ConnectionTarget
+    #: The PostgreSQL schema holding the store's tables.
+    schema: str
+    keepalive: Keepalive
+
+    def explain(self, error: BaseException) -> str:
+        """:func:`explain` for this store's target."""
+        return explain(self.target, error)
+
+
 _repr = reprlib.Repr()
 _repr.maxstring = 80
 
@@ -107,11 +131,9 @@ def explain(target: ConnectionTarget, error: BaseException) -> str:
 
 
 def connect(
-    target: ConnectionTarget,
-    where: str,
+    database: StoreDatabase,
     *,
     application_name: str,
-    keepalive: Keepalive,
     writing: bool,
     setup: Callable[[psycopg.Connection[TupleRow]], None] | None = None,
 ) -> psycopg.Connection[TupleRow]:
@@ -121,6 +143,7 @@ def connect(
     Raises :class:`StoreError` (or :class:`ConfigurationError` for a database other than the
     one ``parameters()`` names) saying what is wrong and what to do.
     """
+    target, where, keepalive = database.target, database.name, database.keepalive
     options: dict[str, str | int] = {"application_name": application_name}
     options.update(keepalive.libpq_options())
     conninfo = target.with_options(defaults={"connect_timeout": 10}, **options)
@@ -140,10 +163,10 @@ def connect(
             "current_setting('synchronous_commit'), current_setting('server_version_num')::int"
         ).fetchone()
         assert row is not None
-        database, fsync, synchronous_commit, version = row
-        if database != target.database:
+        reached, fsync, synchronous_commit, version = row
+        if reached != target.database:
             raise ConfigurationError(
-                f"{where}: the connection string reaches database {database!r}, but the store "
+                f"{where}: the connection string reaches database {reached!r}, but the store "
                 f"names {target.database!r} in its parameters (worked out from the connection "
                 "string and PGDATABASE/PGUSER). Put dbname in the connection string."
             )

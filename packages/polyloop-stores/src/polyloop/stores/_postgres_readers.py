@@ -20,13 +20,11 @@ from psycopg.rows import TupleRow
 from polyloop.errors import StoreError
 from polyloop.stores._postgres_connect import (
     EndNotice,
-    Keepalive,
+    StoreDatabase,
     connect,
     ended_while_idle,
-    explain,
 )
 from polyloop.stores._postgres_schema import schema_ready
-from polyloop.stores._postgres_target import ConnectionTarget
 
 __all__ = ["ReaderConnections"]
 
@@ -53,18 +51,8 @@ class _Reader:
 class ReaderConnections:
     """The reading connections of one store, one per thread that reads."""
 
-    def __init__(
-        self,
-        name: str,
-        target: ConnectionTarget,
-        schema: str,
-        keepalive: Keepalive,
-        application_name: str,
-    ) -> None:
-        self._name = name
-        self._target = target
-        self._schema = schema
-        self._keepalive = keepalive
+    def __init__(self, database: StoreDatabase, application_name: str) -> None:
+        self._database = database
         self._application_name = application_name
         self._local = threading.local()
         self._all: set[_Reader] = set()
@@ -80,6 +68,7 @@ class ReaderConnections:
         """``query(connection)`` on this thread's connection. While the store's tables do not
         exist: ``without_tables(connection)``, or ``None`` when that is not given. Raises
         :class:`StoreError` naming what it was ``doing``."""
+        database = self._database
         reader: _Reader | None = getattr(self._local, "reader", None)
         if reader is not None and reader.gone():
             self._forget(reader)
@@ -88,14 +77,14 @@ class ReaderConnections:
             if reader is None:
                 reader = self._open()
             if not reader.ready:
-                reader.ready = schema_ready(reader.connection, self._schema, self._name)
+                reader.ready = schema_ready(reader.connection, database.schema, database.name)
                 if not reader.ready:
                     return None if without_tables is None else without_tables(reader.connection)
             return query(reader.connection)
         except psycopg.Error as error:
             self._forget(reader)
             raise StoreError(
-                f"{self._name}: {doing} failed ({explain(self._target, error)}). Nothing was "
+                f"{database.name}: {doing} failed ({database.explain(error)}). Nothing was "
                 "changed; retry once the server answers."
             ) from None
         except BaseException:
@@ -118,13 +107,7 @@ class ReaderConnections:
 
     def _open(self) -> _Reader:
         reader = _Reader(
-            connect(
-                self._target,
-                self._name,
-                application_name=self._application_name,
-                keepalive=self._keepalive,
-                writing=False,
-            )
+            connect(self._database, application_name=self._application_name, writing=False)
         )
         with self._lock:
             self._all.add(reader)

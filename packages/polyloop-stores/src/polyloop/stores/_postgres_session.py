@@ -51,7 +51,7 @@ from polyloop.errors import (
 from polyloop.ports import LeaseHolder
 from polyloop.stores._postgres_connect import (
     EndNotice,
-    Keepalive,
+    StoreDatabase,
     connect,
     ended_while_idle,
     explain,
@@ -59,8 +59,12 @@ from polyloop.stores._postgres_connect import (
 )
 from polyloop.stores._postgres_lease import HolderQueries, SessionIdentity, holder_from_row
 from polyloop.stores._postgres_schema import create_schema
-from polyloop.stores._postgres_target import ConnectionTarget
-from polyloop.stores._threads import DEFAULT_IDLE_WAIT_SECONDS, Completion, settle_all
+from polyloop.stores._threads import (
+    DEFAULT_IDLE_WAIT_SECONDS,
+    Completion,
+    QueueThread,
+    settle_all,
+)
 
 __all__ = ["PendingWrite", "WritingSession"]
 
@@ -91,26 +95,17 @@ _UNLOCK_IF_HELD = (
 _Connection = psycopg.Connection[TupleRow]
 
 
+@dataclass(slots=True)
 class PendingWrite:
     """One record waiting for the session thread."""
 
-    __slots__ = ("body", "completion", "kind", "record_key", "run_id", "run_key")
-
-    def __init__(
-        self,
-        completion: Completion,
-        run_key: bytes,
-        run_id: bytes,
-        kind: str,
-        record_key: bytes,
-        body: bytes,
-    ) -> None:
-        self.completion = completion
-        self.run_key = run_key
-        self.run_id = run_id
-        self.kind = kind
-        self.record_key = record_key
-        self.body = body
+    completion: Completion
+    run_key: bytes
+    #: The run_id's UTF-8.
+    run_id: bytes
+    kind: str
+    record_key: bytes
+    body: bytes
 
     @property
     def shown(self) -> str:
@@ -147,40 +142,41 @@ class _Held:
     acquired_at: str | None
 
 
-#: ``None`` stops the thread; a bare :class:`Completion` asks it to connect now.
+#: What the session thread takes: its own items, a bare :class:`Completion` (connect now) and
+#: ``None`` (stop).
 _Item = PendingWrite | _Acquire | _Release | Completion | None
 
 
-class WritingSession:
-    """The single writer (and lease holder) of one :class:`PostgresRunStore`."""
+class WritingSession(QueueThread[PendingWrite | _Acquire | _Release]):
+    """The single writer (and lease holder) of one :class:`PostgresRunStore`.
+
+    ``close`` commits what is queued, stops the thread and ends the session (freeing its
+    leases).
+    """
 
     def __init__(
         self,
-        name: str,
-        target: ConnectionTarget,
-        schema: str,
-        keepalive: Keepalive,
+        database: StoreDatabase,
         *,
         max_batch: int = 256,
         idle_wait: float = DEFAULT_IDLE_WAIT_SECONDS,
     ) -> None:
-        self._name = name
-        self._target = target
-        self._schema = schema
-        self._keepalive = keepalive
+        super().__init__(
+            database.name,
+            " (or belongs to the process this one was forked from); open a new store on the "
+            "same database to continue.",
+            idle_wait,
+        )
+        self._database = database
+        self._target = database.target
         self._max_batch = max_batch
-        self._idle_wait = idle_wait
         self._identity = SessionIdentity.new()
-        self._lease_sql = HolderQueries(schema)
-        table = sql.Identifier(schema, "run_records")
+        self._lease_sql = HolderQueries(database.schema)
+        table = sql.Identifier(database.schema, "run_records")
         self._insert_sql = (
             sql.SQL(_INSERT_ONE + _REFUSE_DUPLICATES).format(table=table),
             sql.SQL(_INSERT_MANY + _REFUSE_DUPLICATES).format(table=table),
         )
-        self._queue: queue.SimpleQueue[_Item] = queue.SimpleQueue()
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
-        self._closed = False
         # Owned by the session thread from here on.
         self._connection: _Connection | None = None
         self._ended = EndNotice()  # a new one with each connection
@@ -195,28 +191,16 @@ class WritingSession:
 
     # -- caller side ---------------------------------------------------------------------
 
-    def _put(self, item: _Item) -> None:
-        with self._lock:
-            if self._closed:
-                raise StoreError(
-                    f"{self._name} is closed (or belongs to the process this one was forked "
-                    "from); open a new store on the same database to continue."
-                )
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._work, name=self._name, daemon=True)
-                self._thread.start()
-            self._queue.put(item)
-
     async def write(self, write: PendingWrite) -> None:
         """Store one record; return once it is committed."""
-        self._put(write)
-        await write.completion.wait(self._idle_wait)
+        await self._submit(write, write.completion)
 
     async def acquire(self, run_id: str, run_key: bytes, lock_key: tuple[int, int]) -> int:
         """Take a run's lease; return its number (for :meth:`release`)."""
         completion = Completion()
-        self._put(_Acquire(completion, run_id, run_key, lock_key))
-        number: int = await completion.wait(self._idle_wait)
+        number: int = await self._submit(
+            _Acquire(completion, run_id, run_key, lock_key), completion
+        )
         return number
 
     async def release(self, run_key: bytes, number: int) -> None:
@@ -231,22 +215,7 @@ class WritingSession:
             return
         await completion.wait(self._idle_wait)
 
-    async def open(self) -> None:
-        """Connect now (creating the schema), raising what connecting raises."""
-        completion = Completion()
-        self._put(completion)
-        await completion.wait(self._idle_wait)
-
-    def close(self) -> None:
-        """Commit what is queued, stop the thread, end the session (freeing its leases)."""
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            thread = self._thread
-        if thread is not None:
-            self._queue.put(None)
-            thread.join()
+    def _closed_down(self) -> None:
         self._release_all()
         self._drop()
 
@@ -355,10 +324,8 @@ class WritingSession:
         if connection is not None:
             return connection
         connection = connect(
-            self._target,
-            self._name,
+            self._database,
             application_name=self._identity.application_name(),
-            keepalive=self._keepalive,
             writing=True,
             setup=self._prepare,
         )
@@ -370,7 +337,7 @@ class WritingSession:
 
     def _prepare(self, connection: _Connection) -> None:
         """Create the schema if it is missing; render this connection's statements once."""
-        create_schema(connection, self._schema, self._name)
+        create_schema(connection, self._database.schema, self._name)
         self._queries = {
             "one": self._insert_sql[0].as_bytes(connection),
             "many": self._insert_sql[1].as_bytes(connection),

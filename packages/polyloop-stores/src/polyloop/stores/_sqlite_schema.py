@@ -23,6 +23,7 @@ import sqlite3
 
 from polyloop.errors import StoreError
 from polyloop.stores._decoding import decode_log_record
+from polyloop.stores._files import sync_directory
 from polyloop.stores._records import RecordKey, record_key
 
 __all__ = [
@@ -173,9 +174,5 @@ def create_schema(connection: sqlite3.Connection, path: str, synchronous: str) -
         if connection.in_transaction:
             connection.execute("ROLLBACK")
         raise
-    directory = os.path.dirname(path) or "."
-    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    try:
-        os.fsync(fd)  # the database file's own directory entry must survive a crash too
-    finally:
-        os.close(fd)
+    # The database file's own directory entry must survive a crash too.
+    sync_directory(os.path.dirname(path) or ".")

@@ -21,13 +21,21 @@ import contextlib
 import queue
 import threading
 from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from polyloop.errors import ConfigurationError, StoreError
 
-__all__ = ["DEFAULT_IDLE_WAIT_SECONDS", "Completion", "WorkerPool", "check_idle_wait", "settle_all"]
+__all__ = [
+    "DEFAULT_IDLE_WAIT_SECONDS",
+    "Completion",
+    "QueueThread",
+    "WorkerPool",
+    "check_idle_wait",
+    "settle_all",
+]
 
 T = TypeVar("T")
+ItemT = TypeVar("ItemT")
 
 #: Longest a caller waits on the event-loop thread for a job's outcome (only while the loop
 #: has nothing else ready to run).
@@ -222,3 +230,63 @@ class WorkerPool:
             self._queue.put(None)
         for thread in threads:
             thread.join()
+
+
+class QueueThread(Generic[ItemT]):
+    """One thread taking items from one FIFO queue, started on first use: a store's single
+    writer. The subclass's ``_work`` takes the items: its own (``ItemT``), a bare
+    :class:`Completion` (:meth:`open`: connect now, to surface errors early, and settle it),
+    and ``None`` (stop). ``_closed_down`` releases what the thread used, once it has ended."""
+
+    def __init__(self, name: str, closed_advice: str, idle_wait: float) -> None:
+        self._name = name
+        #: What a use after closing is told (appended to "<name> is closed").
+        self._closed_advice = closed_advice
+        self._idle_wait = idle_wait
+        self._queue: queue.SimpleQueue[ItemT | Completion | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._closed = False
+
+    def _work(self) -> None:
+        raise NotImplementedError
+
+    def _closed_down(self) -> None:
+        raise NotImplementedError
+
+    async def open(self) -> None:
+        """Connect now (creating the schema), raising what connecting raises."""
+        completion = Completion()
+        await self._submit(completion, completion)
+
+    def close(self) -> None:
+        """Finish what is queued, stop the thread, then release what it used. Blocks."""
+        if self._stop():
+            self._closed_down()
+
+    def _put(self, item: ItemT | Completion) -> None:
+        with self._lock:
+            if self._closed:
+                raise StoreError(f"{self._name} is closed{self._closed_advice}")
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._work, name=self._name, daemon=True)
+                self._thread.start()
+            self._queue.put(item)
+
+    async def _submit(self, item: ItemT | Completion, completion: Completion) -> Any:
+        """Queue ``item``; return (or raise) the outcome the thread gives ``completion``."""
+        self._put(item)
+        return await completion.wait(self._idle_wait)
+
+    def _stop(self) -> bool:
+        """Refuse new items, let the thread finish the queued ones, and wait for it to end.
+        ``False`` when it was stopped already. Blocks."""
+        with self._lock:
+            if self._closed:
+                return False
+            self._closed = True
+            thread = self._thread
+        if thread is not None:
+            self._queue.put(None)
+            thread.join()
+        return True

@@ -32,7 +32,6 @@ POSIX only (``fcntl``).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import fcntl
 import os
@@ -40,13 +39,13 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from types import TracebackType
 from typing import TypeVar
 
 from polyloop.errors import ConfigurationError, CorruptLogError, StoreError
 from polyloop.ports import LeaseHolder, RunLog
 from polyloop.serialization import LogRecord, dumps_log_record
-from polyloop.stores._files import read_all, write_all
+from polyloop.stores._durable import DurableStore, utf8_of
+from polyloop.stores._files import read_all, sync_directory, write_all
 from polyloop.stores._jsonl_format import first_run_id, parse_file, scan_tail
 from polyloop.stores._leases import FileLease, FileLeases
 from polyloop.stores._naming import SUFFIX, file_name_for
@@ -58,21 +57,12 @@ from polyloop.stores._records import (
     record_key,
 )
 from polyloop.stores._threads import DEFAULT_IDLE_WAIT_SECONDS, WorkerPool, check_idle_wait
-from polyloop.types import Intent, ModelCallResult, RunFinished, RunStarted, StepCompleted
 
 __all__ = ["JsonlRunStore"]
 
 T = TypeVar("T")
 
 _sync_data: Callable[[int], None] = getattr(os, "fdatasync", os.fsync)
-
-
-def _storable(run_id: str) -> bool:
-    try:
-        run_id.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 #: The subdirectory of the store directory holding the run lease files.
@@ -112,15 +102,7 @@ class _RunFile:
         self.torn = False
 
 
-def _sync_directory(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-class JsonlRunStore:
+class JsonlRunStore(DurableStore):
     """Run logs as one JSON Lines file per run in ``directory`` (created on first write).
 
     Use it as ``async with JsonlRunStore(path) as store:`` or call :meth:`close` when done.
@@ -170,24 +152,8 @@ class JsonlRunStore:
         """The path of the file that holds (or would hold) the log of ``run_id``."""
         return os.path.join(self._directory, file_name_for(run_id))
 
-    async def write_run_started(self, record: RunStarted) -> None:
-        await self._append(record)
-
-    async def write_intent(self, record: Intent) -> None:
-        await self._append(record)
-
-    async def write_model_call_result(self, record: ModelCallResult) -> None:
-        await self._append(record)
-
-    async def write_step_completed(self, record: StepCompleted) -> None:
-        # One line holds the action result and the step record: atomic by construction.
-        await self._append(record)
-
-    async def write_run_finished(self, record: RunFinished) -> None:
-        await self._append(record)
-
     async def read_log(self, run_id: str) -> RunLog:
-        if not _storable(run_id):
+        if utf8_of(run_id) is None:
             return RunLog()  # such a run_id can never have been written
         path = self.path_for(run_id)
         return await self._submit(self._read, run_id, path)
@@ -205,8 +171,9 @@ class JsonlRunStore:
         """Who holds the lease of ``run_id`` now (in any process), or ``None``; takes nothing."""
         return await self._submit(self._leases.look, run_id)
 
-    async def run_ids(self) -> tuple[str, ...]:
-        """Every run_id with at least one complete record, in file-name order.
+    async def list_run_ids(self) -> tuple[str, ...]:
+        """Every run_id with at least one complete record, in file-name order
+        (:class:`polyloop.ports.RunListing`).
 
         Raises :class:`~polyloop.errors.CorruptLogError` for a file whose first line is not a
         record, or whose name does not belong to the run_id it holds.
@@ -215,8 +182,7 @@ class JsonlRunStore:
 
     def close(self) -> None:
         """Wait for writes in flight, then close every file and give back every lease this
-        store object holds. Blocks; from async code use ``async with`` (or
-        ``await asyncio.to_thread(store.close)``)."""
+        store object holds. Blocks; from async code use ``async with`` or :meth:`aclose`."""
         self._workers.close()
         with self._lock:
             for state in self._files.values():
@@ -224,26 +190,16 @@ class JsonlRunStore:
             self._files.clear()
         self._leases.close()
 
-    async def __aenter__(self) -> JsonlRunStore:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await asyncio.to_thread(self.close)
-
     # -- plumbing --------------------------------------------------------------------------
 
     async def _submit(self, function: Callable[..., T], *args: object) -> T:
         return await self._workers.run(function, *args)
 
-    async def _append(self, record: LogRecord) -> None:
+    async def _write(self, record: LogRecord) -> None:
+        # One line holds a whole record (a step's action result with its step record).
         path = self.path_for(record.run_id)  # refuses a run_id that is not valid Unicode
         line = (dumps_log_record(record) + "\n").encode("utf-8")
-        await self._submit(self._write, record.run_id, path, line, record_key(record))
+        await self._submit(self._write_line, record.run_id, path, line, record_key(record))
 
     def _take_lease(self, run_id: str) -> FileLease:
         # Whatever this object saw of the file before is stale: another driver may have
@@ -313,7 +269,7 @@ class JsonlRunStore:
         if self._directory_ready:
             return
         os.makedirs(self._directory, exist_ok=True)
-        _sync_directory(os.path.dirname(self._directory) or self._directory)
+        sync_directory(os.path.dirname(self._directory) or self._directory)
         self._directory_ready = True
 
     def _open(self, state: _RunFile) -> int:
@@ -323,14 +279,14 @@ class JsonlRunStore:
             try:
                 # The file may be new, or created by a process that died before syncing its
                 # directory entry: either way an acknowledged line needs the entry durable.
-                _sync_directory(self._directory)
+                sync_directory(self._directory)
             except BaseException:
                 os.close(fd)
                 raise
             state.fd = fd
         return state.fd
 
-    def _write(self, run_id: str, path: str, line: bytes, key: RecordKey) -> None:
+    def _write_line(self, run_id: str, path: str, line: bytes, key: RecordKey) -> None:
         state = self._state(run_id, path)
         with state.lock:
             try:

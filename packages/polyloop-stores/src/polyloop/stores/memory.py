@@ -4,6 +4,9 @@ Nothing survives the process. Records are immutable values (frozen dataclasses w
 are private read-only copies), so the store keeps the objects it is given and hands the same
 objects back: there is nothing a caller could mutate through them.
 
+It lists its runs (:class:`polyloop.ports.RunListing`) and can be closed like the durable
+stores (:class:`polyloop.ports.StoreClosing`), which releases nothing.
+
 Its storage is the store object, so run leases (:class:`polyloop.ports.RunLeasing`) are per
 object: at most one holder of a run's lease across every task and thread using the object. A
 child forked from the process holds none of them.
@@ -126,10 +129,18 @@ class MemoryRunStore:
                 finished=log.finished,
             )
 
-    def run_ids(self) -> tuple[str, ...]:
-        """Every run_id with at least one record, in first-write order."""
+    async def list_run_ids(self) -> tuple[str, ...]:
+        """Every run_id with at least one record, in first-write order
+        (:class:`polyloop.ports.RunListing`)."""
         with self._lock:
             return tuple(self._logs)
+
+    def close(self) -> None:
+        """Nothing to release (:class:`polyloop.ports.StoreClosing`): the logs live as long as
+        the object, and stay readable."""
+
+    async def aclose(self) -> None:
+        """The same as :meth:`close`."""
 
     async def acquire_run_lease(self, run_id: str) -> _MemoryLease:
         """Take the lease of ``run_id`` on this store object, or raise ``RunLeaseHeldError``."""

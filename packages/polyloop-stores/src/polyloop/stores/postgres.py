@@ -22,12 +22,10 @@ nothing, not even the schema. Nothing here runs on the event loop. Needs the ext
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import os
 import weakref
 from collections.abc import Mapping
-from types import TracebackType
 
 try:
     from psycopg import sql
@@ -37,11 +35,12 @@ except ImportError as missing:  # exercised in a subprocess test
         "pip install 'polyloop-stores[postgres]'."
     ) from missing
 
-from polyloop.errors import ConfigurationError, CorruptLogError, SerializationError, StoreError
+from polyloop.errors import ConfigurationError, CorruptLogError, SerializationError
 from polyloop.ports import LeaseHolder, RunLog
 from polyloop.serialization import LogRecord, dumps_log_record, log_record_tag
 from polyloop.stores._decoding import decode_log_record
-from polyloop.stores._postgres_connect import Keepalive, shown_run_id
+from polyloop.stores._durable import DurableStore, unstorable_run_id, utf8_of
+from polyloop.stores._postgres_connect import Keepalive, StoreDatabase, shown_run_id
 from polyloop.stores._postgres_lease import (
     HolderQueries,
     PostgresRunLease,
@@ -58,17 +57,15 @@ from polyloop.stores._threads import (
     WorkerPool,
     check_idle_wait,
 )
-from polyloop.types import Intent, ModelCallResult, RunFinished, RunStarted, StepCompleted
+from polyloop.types import Intent, ModelCallResult, StepCompleted
 
 __all__ = ["PostgresRunLease", "PostgresRunStore"]
 
 
 def _run_key(run_id: str) -> bytes | None:
     """SHA-256 of the run_id's UTF-8, or ``None`` for a run_id that has no UTF-8 form."""
-    try:
-        return hashlib.sha256(run_id.encode("utf-8")).digest()
-    except UnicodeEncodeError:
-        return None
+    encoded = utf8_of(run_id)
+    return None if encoded is None else hashlib.sha256(encoded).digest()
 
 
 def _record_key(record: LogRecord) -> bytes:
@@ -113,7 +110,7 @@ def _in_child() -> None:
 os.register_at_fork(after_in_child=_in_child)
 
 
-class PostgresRunStore:
+class PostgresRunStore(DurableStore):
     """Run logs of many runs in schema ``schema`` of the database ``conninfo`` reaches.
 
     ``conninfo`` is a ``postgresql://`` URL or libpq ``key=value`` text (empty: libpq's
@@ -153,19 +150,11 @@ class PostgresRunStore:
                 f"PostgresRunStore readers must be an int from 1 to 64, got {readers!r}."
             )
         idle_wait = check_idle_wait("PostgresRunStore", idle_wait_ms)
-        keepalive = Keepalive(timeout)
         self._name = f"PostgresRunStore({self._target.describe()} schema={self._schema})"
-        self._session = WritingSession(
-            self._name, self._target, self._schema, keepalive, idle_wait=idle_wait
-        )
+        database = StoreDatabase(self._name, self._target, self._schema, Keepalive(timeout))
+        self._session = WritingSession(database, idle_wait=idle_wait)
         self._reader_threads = WorkerPool(self._name, readers, idle_wait=idle_wait)
-        self._readers = ReaderConnections(
-            self._name,
-            self._target,
-            self._schema,
-            keepalive,
-            application_name="polyloop reader",
-        )
+        self._readers = ReaderConnections(database, application_name="polyloop reader")
         self._holder_sql = HolderQueries(self._schema)
         _STORES.add(self)
         table = sql.Identifier(self._schema, "run_records")
@@ -204,21 +193,6 @@ class PostgresRunStore:
         """Statements this store has committed (several writes may share one)."""
         return self._session.commits
 
-    async def write_run_started(self, record: RunStarted) -> None:
-        await self._write(record)
-
-    async def write_intent(self, record: Intent) -> None:
-        await self._write(record)
-
-    async def write_model_call_result(self, record: ModelCallResult) -> None:
-        await self._write(record)
-
-    async def write_step_completed(self, record: StepCompleted) -> None:
-        await self._write(record)
-
-    async def write_run_finished(self, record: RunFinished) -> None:
-        await self._write(record)
-
     async def read_log(self, run_id: str) -> RunLog:
         run_key = _run_key(run_id)
         if run_key is None:
@@ -226,12 +200,9 @@ class PostgresRunStore:
         return await self._reader_threads.run(self._read, run_id, run_key)
 
     async def list_run_ids(self) -> tuple[str, ...]:
-        """Every run_id with at least one record, in order of its first record."""
+        """Every run_id with at least one record, in order of its first record
+        (:class:`polyloop.ports.RunListing`)."""
         return await self._reader_threads.run(self._list)
-
-    async def run_ids(self) -> tuple[str, ...]:
-        """The same as :meth:`list_run_ids` (the name the other durable stores also offer)."""
-        return await self.list_run_ids()
 
     async def acquire_run_lease(self, run_id: str) -> PostgresRunLease:
         """Take the lease of ``run_id`` now, or raise :class:`RunLeaseHeldError` at once."""
@@ -268,31 +239,12 @@ class PostgresRunStore:
         self._reader_threads = WorkerPool(self._name, 1)
         self._reader_threads.close()  # a closed pool: reads refuse at once instead of hanging
 
-    async def aclose(self) -> None:
-        """:meth:`close` without blocking the event loop."""
-        await asyncio.to_thread(self.close)
-
-    async def __aenter__(self) -> PostgresRunStore:
-        await self.open()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
     # -- plumbing --------------------------------------------------------------------------
 
     def _storable_key(self, run_id: str) -> bytes:
         run_key = _run_key(run_id)
         if run_key is None:
-            raise StoreError(
-                f"run_id {shown_run_id(run_id)} is not valid Unicode text (it holds a lone surrogate) "
-                "and cannot be stored; use a run_id made of ordinary characters."
-            )
+            raise unstorable_run_id(shown_run_id(run_id))
         return run_key
 
     async def _write(self, record: LogRecord) -> None:
@@ -321,9 +273,9 @@ class PostgresRunStore:
                 record = decode_log_record(bytes(body))
             except (SerializationError, UnicodeDecodeError) as error:
                 raise CorruptLogError(
-                    f"{self._name}, run_records seq {seq}: not a valid log record ({error}). "
-                    "The table was altered outside PolyLoop; repair or delete that row (keep "
-                    "a copy) before reading this run."
+                    f"{self._name}, run_records seq {seq}: not a valid log record of run "
+                    f"{shown_run_id(run_id)} ({error}). The table was altered outside PolyLoop; "
+                    "repair or delete that row (keep a copy) before reading this run."
                 ) from None
             builder.add(record, "run_records seq", seq)
         return builder.build()

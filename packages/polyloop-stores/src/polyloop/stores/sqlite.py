@@ -26,44 +26,36 @@ store's threads.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sqlite3
 import threading
 import time
 from collections.abc import Mapping
-from types import TracebackType
 
 from polyloop.errors import ConfigurationError, CorruptLogError, SerializationError, StoreError
 from polyloop.ports import LeaseHolder, RunLog
 from polyloop.serialization import LogRecord, dumps_log_record, log_record_tag
 from polyloop.stores._decoding import decode_log_record
+from polyloop.stores._durable import DurableStore, unstorable_run_id, utf8_of
 from polyloop.stores._group_commit import GroupCommitWriter
 from polyloop.stores._leases import FileLease, FileLeases
 from polyloop.stores._records import LogBuilder, record_key
 from polyloop.stores._sqlite_schema import check_schema, connect, create_schema, key_text
 from polyloop.stores._threads import DEFAULT_IDLE_WAIT_SECONDS, WorkerPool, check_idle_wait
-from polyloop.types import Intent, ModelCallResult, RunFinished, RunStarted, StepCompleted
 
 __all__ = ["SqliteRunStore"]
 
 #: ``synchronous`` levels that keep a WAL commit durable when it returns.
 _DURABLE_LEVELS = frozenset({"FULL", "EXTRA"})
-_SELECT = "SELECT seq, body FROM run_records WHERE run_id = ? ORDER BY seq"
+#: The body as bytes: a body that is not UTF-8 (written outside PolyLoop) must reach the decoder,
+#: which names its row, instead of failing the whole fetch inside sqlite3.
+_SELECT = "SELECT seq, CAST(body AS BLOB) FROM run_records WHERE run_id = ? ORDER BY seq"
 #: Appended to the database path: the directory holding the run lease files.
 LEASE_DIRECTORY_SUFFIX = "-leases"
 _RUN_IDS = "SELECT run_id FROM run_records GROUP BY run_id ORDER BY MIN(seq)"
 
 
-def _storable(run_id: str) -> bool:
-    try:
-        run_id.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-class SqliteRunStore:
+class SqliteRunStore(DurableStore):
     """Run logs of many runs in the SQLite database at ``path`` (created on first write).
 
     ``synchronous`` is ``"FULL"`` (default) or ``"EXTRA"``; weaker levels would let a commit
@@ -126,23 +118,8 @@ class SqliteRunStore:
         """Transactions this store has committed (several writes may share one)."""
         return self._writer.commits
 
-    async def write_run_started(self, record: RunStarted) -> None:
-        await self._write(record)
-
-    async def write_intent(self, record: Intent) -> None:
-        await self._write(record)
-
-    async def write_model_call_result(self, record: ModelCallResult) -> None:
-        await self._write(record)
-
-    async def write_step_completed(self, record: StepCompleted) -> None:
-        await self._write(record)
-
-    async def write_run_finished(self, record: RunFinished) -> None:
-        await self._write(record)
-
     async def read_log(self, run_id: str) -> RunLog:
-        if not _storable(run_id):
+        if utf8_of(run_id) is None:
             return RunLog()  # such a run_id can never have been written
         return await self._readers.run(self._read, run_id)
 
@@ -158,8 +135,9 @@ class SqliteRunStore:
         """Who holds the lease of ``run_id`` now (in any process), or ``None``; takes nothing."""
         return await self._leasing.run(self._leases.look, run_id)
 
-    async def run_ids(self) -> tuple[str, ...]:
-        """Every run_id with at least one record, in order of its first record."""
+    async def list_run_ids(self) -> tuple[str, ...]:
+        """Every run_id with at least one record, in order of its first record
+        (:class:`polyloop.ports.RunListing`)."""
         return await self._readers.run(self._run_ids)
 
     async def open(self) -> None:
@@ -168,8 +146,7 @@ class SqliteRunStore:
 
     def close(self) -> None:
         """Commit writes in flight, then close the connections and give back every lease
-        this store object holds. Blocks; from async code use ``async with`` (or
-        ``await asyncio.to_thread(store.close)``)."""
+        this store object holds. Blocks; from async code use ``async with`` or :meth:`aclose`."""
         self._writer.close()
         self._readers.close()
         with self._reader_lock:
@@ -179,26 +156,11 @@ class SqliteRunStore:
         self._leasing.close()
         self._leases.close()
 
-    async def __aenter__(self) -> SqliteRunStore:
-        await self.open()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await asyncio.to_thread(self.close)
-
     # -- plumbing --------------------------------------------------------------------------
 
     async def _write(self, record: LogRecord) -> None:
-        if not _storable(record.run_id):
-            raise StoreError(
-                f"run_id {record.run_id!r} is not valid Unicode text (it holds a lone surrogate) "
-                "and cannot be stored; use a run_id made of ordinary characters."
-            )
+        if utf8_of(record.run_id) is None:
+            raise unstorable_run_id(repr(record.run_id))
         key = record_key(record)
         await self._writer.write(
             record.run_id, log_record_tag(record), dumps_log_record(record), key, key_text(key)
@@ -247,11 +209,11 @@ class SqliteRunStore:
         for seq, body in rows:
             try:
                 record = decode_log_record(body)
-            except SerializationError as error:
+            except (SerializationError, UnicodeDecodeError) as error:
                 raise CorruptLogError(
-                    f"{self._path}, run_records seq {seq}: not a valid log record ({error}). "
-                    "The database was altered outside PolyLoop; repair or delete that row "
-                    "(keep a copy) before reading this run."
+                    f"{self._path}, run_records seq {seq}: not a valid log record of run "
+                    f"{run_id!r} ({error}). The database was altered outside PolyLoop; repair "
+                    "or delete that row (keep a copy) before reading this run."
                 ) from None
             builder.add(record, "run_records seq", seq)
         return builder.build()
@@ -273,7 +235,7 @@ class SqliteRunStore:
             self._reader = reader
         return self._reader
 
-    def _select(self, run_id: str) -> list[tuple[int, str]]:
+    def _select(self, run_id: str) -> list[tuple[int, bytes]]:
         reader = self._reader_connection()
         return [] if reader is None else reader.execute(_SELECT, (run_id,)).fetchall()
 
