@@ -6,10 +6,12 @@ import asyncio
 import os
 import signal
 import time
+import urllib.parse
 from pathlib import Path
 
 import pytest
 
+from polyloop.stores.postgres import PostgresRunStore
 from polyloop.stores.sqlite import SqliteRunStore
 from tests.batch._kit import (
     FACTORY,
@@ -34,6 +36,7 @@ from tests.cli._kit import (
     users_shell,
 )
 from tests.stores._agent import ledger_effects as read_lines
+from tests.stores._postgres import USED_SCHEMAS, schema_for, server_url
 
 
 @pytest.fixture
@@ -128,6 +131,39 @@ def test_a_failing_episode_is_reported_and_the_exit_status_says_so(
         run_id: line["status"] for run_id, line in results(tmp_path / "eps-results.jsonl").items()
     }
     assert {"ep-0000": "recorded", "ep-0001": "error", "ep-0002": "recorded"} == statuses
+
+
+def test_a_postgresql_store_url_drives_the_batch_and_never_prints_its_password(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """--store postgresql://… runs every episode on the server; the rerun counts them recorded;
+    the URL's password appears in no output and no results line."""
+    url = server_url()
+    password = urllib.parse.urlsplit(url).password
+    assert password, "the test server's URL must carry a password for this test to look for"
+    schema = schema_for(str(tmp_path))
+    USED_SCHEMAS.add(schema)
+    store_url = f"{url}?schema={schema}"
+    episodes = write_episodes(tmp_path / "eps.jsonl", episodes_of(6, steps=2))
+    args = ["batch", str(episodes), "--agent", FACTORY, "--store", store_url, "--concurrency", "3"]
+    first = polyloop(*args, env=env, cwd=tmp_path)
+    again = polyloop(*args, env=env, cwd=tmp_path)
+    assert (0, 0) == (first.code, again.code), first.stderr + again.stderr
+    statuses = {line["status"] for line in results(tmp_path / "eps-results.jsonl").values()}
+    assert {"recorded"} == statuses
+    written = (tmp_path / "eps-results.jsonl").read_text(encoding="utf-8")
+    assert [] == [
+        text
+        for text in (first.stdout, first.stderr, again.stdout, again.stderr, written)
+        if password in text
+    ]
+
+    async def finished() -> set[str]:
+        async with PostgresRunStore(url, schema=schema) as store:
+            logs = [await store.read_log(f"ep-{index:04d}") for index in range(6)]
+        return {log.finished.result.stop_reason.value for log in logs if log.finished}
+
+    assert {"agent_finished"} == asyncio.run(finished())
 
 
 def test_the_json_summary_is_one_document(tmp_path: Path, env: dict[str, str]) -> None:

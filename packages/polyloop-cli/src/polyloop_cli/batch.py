@@ -36,12 +36,15 @@ from polyloop_cli.batch_progress import progress_observer
 from polyloop_cli.errors import CliError, ExitCode
 from polyloop_cli.invocation import suggest
 from polyloop_cli.render import Output
-from polyloop_cli.stores import StoreUrl, default_store_url, open_store, parse_store_url
+from polyloop_cli.stores import (
+    FILE_SCHEMES,
+    StoreUrl,
+    default_store_url,
+    open_store,
+    parse_store_url,
+)
 
 __all__ = ["batch"]
-
-#: Kinds of store URL whose store lives in files on this machine's disk.
-LOCAL_FILE_KINDS = ("sqlite", "jsonl")
 
 
 def _results_path(episodes: Path) -> Path:
@@ -51,8 +54,8 @@ def _results_path(episodes: Path) -> Path:
 
 def _absolute(url: StoreUrl) -> StoreUrl:
     """The same store with an absolute path, so that workers in other directories find it."""
-    if url.kind in LOCAL_FILE_KINDS:
-        return StoreUrl(url.kind, url.path.absolute())
+    if url.kind in FILE_SCHEMES and url.path is not None:
+        return StoreUrl.of_file(url.kind, url.path.absolute())
     return url
 
 
@@ -276,7 +279,7 @@ async def _on_ray(
         address=address,
         workers=workers,
         concurrency=concurrency,
-        local_store_path=url.path if url.kind in LOCAL_FILE_KINDS else None,
+        local_store_path=url.path if url.kind in FILE_SCHEMES else None,
         shared_disk=shared_disk,
         total=episodes.count,
         observers=observers,
