@@ -51,13 +51,13 @@ async def schema() -> AsyncIterator[str]:
     name = f"plt_cli_{secrets.token_hex(4)}"
     store = PostgresRunStore(server_url(), schema=name)
     try:
-        steps = [tool_step(k, "lookup") for k in range(2)]
+        steps = [tool_step(0, "lookup"), tool_step(1, "close")]
         await write(  # type: ignore[arg-type]
             store,
             [
                 started(RUN),
                 *tool_step_records(RUN, 0, "lookup", ReplayPolicy.SAFE),
-                *tool_step_records(RUN, 1, "lookup", ReplayPolicy.SAFE),
+                *tool_step_records(RUN, 1, "close", ReplayPolicy.NEVER),
                 finished(RUN, StopReason.TASK_COMPLETED, steps),
             ],
         )

@@ -70,18 +70,18 @@ def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 async def fill(url: str) -> None:
-    """A finished run of two tool steps and a run killed inside a ``never`` action."""
+    """A run finished by its completing tool after two steps, and a run killed inside a ``never`` action."""
     store = open_store_url(url)
     await write(  # type: ignore[arg-type]
         store,
         [
             started(FINISHED),
             *tool_step_records(FINISHED, 0, "lookup", ReplayPolicy.SAFE),
-            *tool_step_records(FINISHED, 1, "lookup", ReplayPolicy.SAFE),
+            *tool_step_records(FINISHED, 1, "close", ReplayPolicy.NEVER),
             finished(
                 FINISHED,
                 StopReason.TASK_COMPLETED,
-                [tool_step(0, "lookup"), tool_step(1, "lookup")],
+                [tool_step(0, "lookup"), tool_step(1, "close")],
             ),
             started(CRASHED),
             *tool_step_records(CRASHED, 0, "lookup", ReplayPolicy.SAFE),
@@ -112,7 +112,8 @@ async def test_a_third_party_store_is_inspected_with_every_command(
     verified = polyloop("verify", "--all", "--store", url, "--json", env=env)
     assert (0, True) == (verified.code, verified.json()["ok"])
     exported = polyloop("export", FINISHED, "--store", url, env=env)
-    assert "".join(dumps(tool_step(k, "lookup")) + "\n" for k in (0, 1)) == exported.stdout
+    steps = (tool_step(0, "lookup"), tool_step(1, "close"))
+    assert "".join(dumps(step) + "\n" for step in steps) == exported.stdout
 
 
 def test_the_shipped_stores_register_through_the_same_group() -> None:
