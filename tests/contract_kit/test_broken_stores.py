@@ -24,7 +24,12 @@ import itertools
 import os
 
 import pytest
+from hypothesis import settings
 from tests.contract_kit import broken_stores
+
+# Hypothesis loads a derandomized profile of its own when it sees CI; these runs pin a seed.
+settings.register_profile("seeded", derandomize=False)
+settings.load_profile("seeded")
 
 CHOSEN = os.environ.get("BROKEN_STORES", "").split(",") if os.environ.get("BROKEN_STORES") else None
 

@@ -29,6 +29,7 @@ from polyloop.stores._sqlite_schema import key_text
 from polyloop.stores.jsonl import JsonlRunStore
 from polyloop.stores.memory import MemoryRunStore
 from polyloop.stores.sqlite import SqliteRunStore
+from polyloop.testing import run_log_from
 from polyloop.types import (
     ActionOutcome,
     Budget,
@@ -181,20 +182,7 @@ def recorded(name: str) -> tuple[LogRecord, ...]:
 
 def grouped(records: Sequence[LogRecord]) -> RunLog:
     """The run log these records make, grouped by kind as ``RunLog`` holds them."""
-    started = finished = None
-    intents, results, steps = [], [], []
-    for record in records:
-        if isinstance(record, RunStarted):
-            started = record
-        elif isinstance(record, Intent):
-            intents.append(record)
-        elif isinstance(record, ModelCallResult):
-            results.append(record)
-        elif isinstance(record, StepCompleted):
-            steps.append(record)
-        else:
-            finished = record
-    return RunLog(started, tuple(intents), tuple(results), tuple(steps), finished)
+    return run_log_from(records)
 
 
 # ---------------------------------------------------------------------------
