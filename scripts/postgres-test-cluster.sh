@@ -57,7 +57,8 @@ as_owner() {
     if [ "$(id -u)" = 0 ]; then
         local owner=postgres
         id "$owner" >/dev/null 2>&1 || owner=nobody
-        runuser -u "$owner" -- "$@"
+        # From /: the caller's directory may be one the owner cannot enter (a mktemp -d clone).
+        (cd / && runuser -u "$owner" -- "$@")
     else
         "$@"
     fi
