@@ -1,6 +1,6 @@
-"""The host side of ``_lifeline.py``: wrap a command in it, and signal a wrapped child.
+"""The host side of ``_lifeline_launcher.py``: wrap a command in it, and signal a wrapped child.
 
-See ``_lifeline.py`` and design 0026 for what the launcher guarantees. On Windows nothing is
+See ``_lifeline_launcher.py`` and design 0026 for what the launcher guarantees. On Windows nothing is
 wrapped (the MCP SDK puts each server in a Job Object that dies with its handle).
 """
 
@@ -19,7 +19,7 @@ from typing import Final
 __all__ = ["LIFELINE_SCRIPT", "Lifeline"]
 
 #: The launcher script, run by path (importing the package would be slower and needless).
-LIFELINE_SCRIPT: Final = Path(__file__).with_name("_lifeline.py")
+LIFELINE_SCRIPT: Final = Path(__file__).with_name("_lifeline_launcher.py")
 
 
 def _children_of_this_process() -> list[int]:

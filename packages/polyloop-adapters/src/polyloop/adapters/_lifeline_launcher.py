@@ -2,7 +2,7 @@
 
 Run as a script by the agent's own interpreter, never imported (standard library only):
 
-    python -I -S _lifeline.py <parent pid> <grace seconds> <token> -- <command> [args...]
+    python -I -S _lifeline_launcher.py <parent pid> <grace seconds> <token> -- <command> [args...]
 
 The MCP binder starts every stdio server through this launcher (design 0026). The launcher
 stays between the binder's process and the server:
@@ -202,7 +202,9 @@ class Launcher:
 
 def main(argv: list[str]) -> int:
     if len(argv) < 6 or argv[4] != "--":
-        sys.stderr.write("usage: _lifeline.py PARENT_PID GRACE TOKEN -- COMMAND [ARGS...]\n")
+        sys.stderr.write(
+            "usage: _lifeline_launcher.py PARENT_PID GRACE TOKEN -- COMMAND [ARGS...]\n"
+        )
         return 2
     return Launcher(int(argv[1]), float(argv[2])).run(argv[5:])
 
