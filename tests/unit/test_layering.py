@@ -2,7 +2,9 @@
 and stores never import adapters.
 
 import-linter only scans the directory of the regular ``polyloop`` package (core), so these
-cross-distribution rules are asserted here by reading every module's AST.
+cross-distribution rules are asserted here by reading every module's AST. The general contract,
+derived from every distribution's declared dependencies, is ``test_workspace_layering.py``
+(which reuses this module's import reader); the named rules below stay as readable examples.
 """
 
 from __future__ import annotations
