@@ -185,3 +185,20 @@ def test_failure_report_shows_the_rule_and_the_implementations_traceback(tmp_pat
     assert 'conftest.py", line 7, in read_log' in result.output
     assert "_checks.py" not in result.output
     assert "asyncio/tasks.py" not in result.output
+
+
+def test_the_kit_overrides_no_private_pytest_hook() -> None:
+    """The kit's collectors define no `_name` of pytest's (such as `_getobj`): a pytest upgrade
+    that changes its internals cannot silently change how the kit loads its suites."""
+    from polyloop_contract._collect import ContractKit, SuiteModule
+
+    for collector, base in ((SuiteModule, pytest.Module), (ContractKit, pytest.Collector)):
+        private = [
+            name
+            for name in vars(collector)
+            if name.startswith("_")
+            and not name.startswith("__")
+            and name != "_abc_impl"  # set by ABCMeta on every subclass
+            and hasattr(base, name)
+        ]
+        assert [] == private, f"{collector.__name__} overrides pytest internals {private}"

@@ -16,7 +16,6 @@ import traceback
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -38,17 +37,27 @@ class SuiteModule(pytest.Module):
 
     Each node gets a module object of its own, executed from the installed suite: pytest 8
     registers the fixtures of a given module object only once, so a kit attached under two
-    directories would otherwise find its own helper fixtures missing in the second.
+    directories would otherwise find its own helper fixtures missing in the second. The module
+    is handed to the node through pytest's public ``obj`` property (``for_suite``), never by
+    overriding pytest's private hooks, so a pytest upgrade cannot silently change how it loads.
     """
 
-    def _getobj(self) -> ModuleType:
-        dotted = f"polyloop_contract.suites.{self.name}"
+    @classmethod
+    def for_suite(cls, parent: pytest.Collector, name: str) -> SuiteModule:
+        dotted = f"polyloop_contract.suites.{name}"
         spec = importlib.util.find_spec(dotted)
-        if spec is None or spec.loader is None:
+        if spec is None or spec.loader is None or spec.origin is None:
             raise ImportError(f"polyloop-contract: suite module {dotted} is not installed")
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
-        return module
+        node = cls.from_parent(
+            parent, path=Path(spec.origin), name=name, nodeid=f"{parent.nodeid}::{name}"
+        )
+        node.obj = module
+        marks = getattr(module, "pytestmark", [])
+        for mark in marks if isinstance(marks, list) else [marks]:
+            node.add_marker(mark)
+        return node
 
     def funcnamefilter(self, name: str) -> bool:
         return name.startswith("test_")
@@ -69,11 +78,7 @@ class ContractKit(pytest.Collector):
 
     def collect(self) -> Iterable[pytest.Item | pytest.Collector]:
         for name in SUITES:
-            spec = importlib.util.find_spec(f"polyloop_contract.suites.{name}")
-            path = Path(spec.origin if spec is not None and spec.origin else name)
-            yield SuiteModule.from_parent(
-                self, path=path, name=name, nodeid=f"{self.nodeid}::{name}"
-            )
+            yield SuiteModule.for_suite(self, name)
 
 
 _HIDDEN_DIRECTORIES = (
