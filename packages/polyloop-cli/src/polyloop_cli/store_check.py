@@ -1,8 +1,9 @@
 """Is the path a store URL names really a store of that kind? If not, say exactly what is there.
 
-Recognised by content, read-only (the stores themselves write no marker):
+Recognised by content, read-only (the stores themselves write no marker), with the stores'
+own layout readers (:mod:`polyloop.stores.salvage`):
 
-- a SQLite store is a file that starts with SQLite's header and holds the table ``run_records``;
+- a SQLite store is a file that starts with SQLite's header and holds the store's records table;
 - a JSON Lines store is a directory that is empty or holds at least one run file, named the way
   the store names them: ``<readable prefix>.<64 hex digits: sha256 of the run_id>.jsonl``.
 
@@ -13,31 +14,20 @@ naming what was found and, where it can tell, the URL that was probably meant.
 from __future__ import annotations
 
 import os
-import re
-import sqlite3
 from pathlib import Path
 
+from polyloop.stores.salvage import (
+    RECORDS_TABLE,
+    has_records_table,
+    is_run_file_name,
+    starts_like_sqlite,
+)
 from polyloop_cli.errors import CliError, ExitCode
 
-__all__ = ["SQLITE_HEADER", "check_store_path", "is_run_file_name"]
+__all__ = ["check_store_path"]
 
-SQLITE_HEADER = b"SQLite format 3\x00"
-_RUN_FILE = re.compile(r"[a-z0-9_-]*\.[0-9a-f]{64}\.jsonl")
 #: How many names of foreign entries a message lists.
 _NAMED = 3
-
-
-def is_run_file_name(name: str) -> bool:
-    """Whether ``name`` is the name the JSON Lines store gives a run's file."""
-    return _RUN_FILE.fullmatch(name) is not None
-
-
-def _starts_like_sqlite(path: Path) -> bool:
-    try:
-        with open(path, "rb") as handle:
-            return handle.read(len(SQLITE_HEADER)) == SQLITE_HEADER
-    except OSError:
-        return False
 
 
 def _not_a_store(message: str) -> CliError:
@@ -77,7 +67,7 @@ def _check_sqlite(path: Path) -> None:
             f"{path} is an empty file, not a SQLite store; the demo creates one "
             "(pass a path that does not exist yet), or pass an existing store."
         )
-    if not _starts_like_sqlite(path):
+    if not starts_like_sqlite(path):
         hint = (
             f"it looks like a JSON Lines run file: the JSON Lines store is the directory "
             f"holding it, --store jsonl://{path.parent.absolute()}"
@@ -85,36 +75,18 @@ def _check_sqlite(path: Path) -> None:
             else "pass the file of a store written by PolyLoop"
         )
         raise _not_a_store(f"{path} is not a SQLite database (no SQLite header); {hint}.")
-    if not _has_run_records(path):
+    if not has_records_table(path):
         raise _not_a_store(
-            f"{path} is a SQLite database but not a PolyLoop store (it has no run_records "
+            f"{path} is a SQLite database but not a PolyLoop store (it has no {RECORDS_TABLE} "
             "table); pass the file of a store written by PolyLoop."
         )
-
-
-def _has_run_records(path: Path) -> bool:
-    """Whether the database has the store's table; ``True`` when that cannot be read (the
-    store itself then says what is wrong with the file)."""
-    try:
-        connection = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)
-    except sqlite3.Error:
-        return True
-    try:
-        row = connection.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'run_records'"
-        ).fetchone()
-    except sqlite3.Error:
-        return True
-    finally:
-        connection.close()
-    return row is not None
 
 
 def _check_jsonl(path: Path, *, create: bool) -> None:
     if not path.is_dir():
         hint = (
             f"it is a SQLite database: use --store sqlite://{path.absolute()}"
-            if _starts_like_sqlite(path)
+            if starts_like_sqlite(path)
             else "pass the directory that holds the run files"
         )
         raise _not_a_store(
@@ -146,7 +118,7 @@ def _directory_hint(path: Path) -> str:
     except OSError:
         names = []
     databases = [
-        name for name in names if (path / name).is_file() and _starts_like_sqlite(path / name)
+        name for name in names if (path / name).is_file() and starts_like_sqlite(path / name)
     ]
     if databases:
         return f"it holds a SQLite file: pass --store sqlite://{(path / databases[0]).absolute()}"

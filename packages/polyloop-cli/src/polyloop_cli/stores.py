@@ -14,7 +14,8 @@ The default store is ``$POLYLOOP_STORE`` when set, else the demo's SQLite file
 
 The shipped file stores get more care than any other (design 0027): what is at their path is
 recognised by content first (:mod:`polyloop_cli.store_check`), and when they cannot read
-themselves the CLI reads their layout (:mod:`polyloop_cli.salvage`).
+themselves the CLI reads their layout through the stores' own reader
+(:mod:`polyloop.stores.salvage`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,14 @@ from pathlib import Path
 
 from polyloop.errors import ConfigurationError, CorruptLogError, PolyLoopError
 from polyloop.ports import LeaseHolder, RunLeasing, RunListing, RunLog, RunStore, StoreClosing
+from polyloop.stores.salvage import (
+    LayoutUnreadable,
+    Listing,
+    Salvage,
+    list_from_layout,
+    salvage_jsonl,
+    salvage_sqlite,
+)
 from polyloop.stores.urls import (
     local_store_path,
     open_store_url,
@@ -37,14 +46,6 @@ from polyloop.stores.urls import (
 )
 from polyloop_cli.errors import CliError, ExitCode, shown_id
 from polyloop_cli.redaction import remember_secrets_of
-from polyloop_cli.salvage import (
-    LayoutUnreadable,
-    Listing,
-    Salvage,
-    list_from_layout,
-    salvage_jsonl,
-    salvage_sqlite,
-)
 from polyloop_cli.store_check import check_store_path
 
 __all__ = [
@@ -296,7 +297,7 @@ async def list_run_ids(store: RunStore, url: StoreUrl) -> Listing:
     """Every run_id in the store, from its own listing (:class:`RunListing`).
 
     When that fails on a damaged part of a shipped file store, the runs are listed from its
-    layout instead (:func:`polyloop_cli.salvage.list_from_layout`), unit by unit, so that the
+    layout instead (:func:`polyloop.stores.salvage.list_from_layout`), unit by unit, so that the
     readable runs are still listed and the damaged units named.
     """
     if not isinstance(store, RunListing):

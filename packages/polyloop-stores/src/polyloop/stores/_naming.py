@@ -22,12 +22,13 @@ import re
 
 from polyloop.stores._durable import unstorable_run_id, utf8_of
 
-__all__ = ["LEASE_SUFFIX", "SUFFIX", "file_name_for", "lease_name_for"]
+__all__ = ["LEASE_SUFFIX", "SUFFIX", "file_name_for", "is_run_file_name", "lease_name_for"]
 
 SUFFIX = ".jsonl"
 LEASE_SUFFIX = ".lease"
 _PREFIX_CHARS = 32
 _UNREADABLE = re.compile(r"[^a-z0-9_-]+")
+_RUN_FILE = re.compile(rf"[a-z0-9_-]{{0,{_PREFIX_CHARS}}}\.[0-9a-f]{{64}}{re.escape(SUFFIX)}")
 
 
 def file_name_for(run_id: str) -> str:
@@ -36,6 +37,11 @@ def file_name_for(run_id: str) -> str:
     if encoded is None:
         raise unstorable_run_id(repr(run_id))
     return _name(run_id, encoded, SUFFIX)
+
+
+def is_run_file_name(name: str) -> bool:
+    """Whether ``name`` has the form :func:`file_name_for` gives a run's file."""
+    return _RUN_FILE.fullmatch(name) is not None
 
 
 def lease_name_for(run_id: str) -> str:

@@ -27,6 +27,8 @@ from polyloop.stores._files import sync_directory
 from polyloop.stores._records import RecordKey, record_key
 
 __all__ = [
+    "RECORDS_BY_RUN_INDEX",
+    "RECORDS_TABLE",
     "SCHEMA_MAJOR",
     "SCHEMA_MINOR",
     "check_schema",
@@ -38,6 +40,11 @@ __all__ = [
 SCHEMA_MAJOR = 1
 SCHEMA_MINOR = 1
 
+#: The table of records and its (run_id, seq) index: the names a layout reader
+#: (:mod:`polyloop.stores.salvage`) queries by. This module is their only copy.
+RECORDS_TABLE = "run_records"
+RECORDS_BY_RUN_INDEX = "run_records_by_run"
+
 _UNIQUE_KEY = """CREATE UNIQUE INDEX IF NOT EXISTS run_records_one_key
     ON run_records (run_id, record_key) WHERE record_key IS NOT NULL"""
 
@@ -47,14 +54,14 @@ _CREATE = (
         major INTEGER NOT NULL,
         minor INTEGER NOT NULL
     )""",
-    """CREATE TABLE IF NOT EXISTS run_records (
+    f"""CREATE TABLE IF NOT EXISTS {RECORDS_TABLE} (
         seq INTEGER PRIMARY KEY,
         run_id TEXT NOT NULL,
         kind TEXT NOT NULL,
         body TEXT NOT NULL,
         record_key TEXT
     )""",
-    "CREATE INDEX IF NOT EXISTS run_records_by_run ON run_records (run_id, seq)",
+    f"CREATE INDEX IF NOT EXISTS {RECORDS_BY_RUN_INDEX} ON {RECORDS_TABLE} (run_id, seq)",
     """CREATE UNIQUE INDEX IF NOT EXISTS run_records_one_started
         ON run_records (run_id) WHERE kind = 'run_started'""",
     """CREATE UNIQUE INDEX IF NOT EXISTS run_records_one_finished

@@ -1,17 +1,19 @@
-"""What can still be read of a store that refuses to read itself: the one place where the CLI
-reads a store's storage instead of asking the store.
+"""Reading the shipped file stores' storage directly: what a tool can still read of a store
+that refuses to read itself, and whether a path holds such a store at all.
 
 A store reads a log whole or not at all: one undecodable record, or one damaged database page,
 and ``read_log`` raises; one unreadable run file, and the JSON Lines store's
-``list_run_ids`` raises. For the shipped file stores, this module then reads their documented
-on-disk layout unit by unit, read-only, keeps what decodes and names what does not (design
-0034):
+``list_run_ids`` raises. This module then reads the stores' on-disk layout unit by unit,
+read-only, keeps what decodes and names what does not (design 0034). It lives beside the
+stores because it is built on their layout's constants (the SQLite schema's table and index,
+the JSON Lines file-name rule): a change to the layout changes its reader with it.
 
+- recognising (:func:`starts_like_sqlite`, :func:`has_records_table`, :func:`is_run_file_name`);
 - listing (:func:`list_from_layout`, when the store's own ``list_run_ids`` failed): the run_ids
-  of ``run_records`` through each of its two access paths, the covering index and the table
+  of the records table through each of its two access paths, the covering index and the table
   itself, for SQLite; the first line of every run file, for JSON Lines;
-- a damaged run's records (:func:`salvage_sqlite`, :func:`salvage_jsonl`, for ``show``): the
-  rows of ``run_records`` one ``seq`` at a time; the lines of the run's file.
+- a damaged run's records (:func:`salvage_sqlite`, :func:`salvage_jsonl`): the rows of the
+  records table one ``seq`` at a time; the lines of the run's file.
 """
 
 from __future__ import annotations
@@ -25,25 +27,67 @@ from pathlib import Path
 from polyloop.errors import PolyLoopError
 from polyloop.ports import RunLog
 from polyloop.serialization import LogRecord, loads_log_record
+from polyloop.stores._naming import is_run_file_name
+from polyloop.stores._sqlite_schema import RECORDS_BY_RUN_INDEX, RECORDS_TABLE
 from polyloop.types import Intent, ModelCallResult, RunFinished, RunStarted, StepCompleted
-from polyloop_cli.store_check import is_run_file_name
 
 __all__ = [
+    "RECORDS_TABLE",
+    "SQLITE_HEADER",
     "LayoutUnreadable",
     "Listing",
     "Salvage",
+    "assemble",
+    "has_records_table",
+    "is_run_file_name",
     "list_from_layout",
     "salvage_jsonl",
     "salvage_sqlite",
+    "starts_like_sqlite",
 ]
+
+#: The first bytes of every SQLite database file.
+SQLITE_HEADER = b"SQLite format 3\x00"
 
 #: The run_ids of a SQLite store through the covering index alone, then through the table
 #: alone: a damaged page of one leaves the other readable.
 _SQLITE_LISTINGS = (
-    "SELECT run_id FROM run_records INDEXED BY run_records_by_run GROUP BY run_id "
+    f"SELECT run_id FROM {RECORDS_TABLE} INDEXED BY {RECORDS_BY_RUN_INDEX} GROUP BY run_id "
     "ORDER BY MIN(seq)",
-    "SELECT run_id FROM run_records NOT INDEXED GROUP BY run_id ORDER BY MIN(seq)",
+    f"SELECT run_id FROM {RECORDS_TABLE} NOT INDEXED GROUP BY run_id ORDER BY MIN(seq)",
 )
+_SQLITE_SEQS = f"SELECT seq FROM {RECORDS_TABLE} WHERE run_id = ? ORDER BY seq"
+_SQLITE_BODY = f"SELECT body FROM {RECORDS_TABLE} WHERE seq = ?"
+_SQLITE_HAS_TABLE = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
+
+
+def starts_like_sqlite(path: Path) -> bool:
+    """Whether the file at ``path`` begins with SQLite's header (``False`` if unreadable)."""
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(len(SQLITE_HEADER)) == SQLITE_HEADER
+    except OSError:
+        return False
+
+
+def _open_read_only(path: Path) -> sqlite3.Connection:
+    return sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)
+
+
+def has_records_table(path: Path) -> bool:
+    """Whether the SQLite database at ``path`` has the store's records table; ``True`` when
+    that cannot be read (the store itself then says what is wrong with the file)."""
+    try:
+        connection = _open_read_only(path)
+    except sqlite3.Error:
+        return True
+    try:
+        row = connection.execute(_SQLITE_HAS_TABLE, (RECORDS_TABLE,)).fetchone()
+    except sqlite3.Error:
+        return True
+    finally:
+        connection.close()
+    return row is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,26 +163,19 @@ def salvage_sqlite(path: Path, run_id: str) -> Salvage:
     problems: list[str] = []
     where = str(path)
     try:
-        connection = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)
+        connection = _open_read_only(path)
     except sqlite3.Error as error:
         return Salvage(RunLog(), (f"{where}: {_one_line(error)}",))
     try:
         try:
-            seqs = [
-                row[0]
-                for row in connection.execute(
-                    "SELECT seq FROM run_records WHERE run_id = ? ORDER BY seq", (run_id,)
-                )
-            ]
+            seqs = [row[0] for row in connection.execute(_SQLITE_SEQS, (run_id,))]
         except sqlite3.Error as error:
             return Salvage(RunLog(), (f"{where}: the rows of the run: {_one_line(error)}",))
 
         def rows() -> Iterator[tuple[str | None, str]]:
             for seq in seqs:
                 try:
-                    row = connection.execute(
-                        "SELECT body FROM run_records WHERE seq = ?", (seq,)
-                    ).fetchone()
+                    row = connection.execute(_SQLITE_BODY, (seq,)).fetchone()
                 except sqlite3.Error as error:
                     problems.append(f"{where}, row seq={seq}: {_one_line(error)}")
                     yield None, ""
@@ -175,7 +212,7 @@ def list_from_layout(kind: str, path: Path) -> Listing:
 
 def _list_sqlite_file(path: Path) -> Listing:
     try:
-        connection = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)
+        connection = _open_read_only(path)
     except sqlite3.Error as error:
         raise LayoutUnreadable(_one_line(error)) from None
     failure: sqlite3.Error | None = None
