@@ -10,7 +10,8 @@ from __future__ import annotations
 import pytest
 
 from polyloop.ports import RunLog
-from polyloop.session import ResumeMove, plan_resume, resume, run, validate_log
+from polyloop.recovery import ResumeMove, plan_resume, validate_log
+from polyloop.session import resume, run
 from polyloop.stores.memory import MemoryRunStore
 from polyloop.types import IntentKind, ReplayPolicy, StopReason
 from tests.loop_kit import (

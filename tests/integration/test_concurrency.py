@@ -6,7 +6,8 @@ import asyncio
 from collections.abc import Mapping
 
 from polyloop.ports import Action, ModelCall
-from polyloop.session import AgentDefinition, run, validate_log
+from polyloop.recovery import validate_log
+from polyloop.session import AgentDefinition, run
 from polyloop.stores.memory import MemoryRunStore
 from polyloop.testing import LineDecisionParser, NullEventSink
 from polyloop.types import ActionOutcome, ActionStatus, ModelReply, StopReason

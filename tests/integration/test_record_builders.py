@@ -5,8 +5,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from polyloop.recovery import validate_log
 from polyloop.serialization import dumps_log_record, loads_log_record
-from polyloop.session import run, validate_log
+from polyloop.session import run
 from polyloop.stores.memory import MemoryRunStore
 from polyloop.testing import (
     ScriptedExecutor,

@@ -300,7 +300,7 @@ async def test_resume_refuses_corrupt_log(rule: str) -> None:
     if expected_error is RunNotFoundError:
         with pytest.raises(RunNotFoundError):
             await resume(definition, request)
-        from polyloop.session import validate_log
+        from polyloop.recovery import validate_log
 
         with pytest.raises(CorruptLogError, match=message):
             validate_log(await store.read_log("r"), "r")
@@ -312,7 +312,7 @@ async def test_resume_refuses_corrupt_log(rule: str) -> None:
 
 async def test_unmodified_log_is_valid() -> None:
     """The baseline the corruptions start from validates (so each refusal is the mutation's)."""
-    from polyloop.session import validate_log
+    from polyloop.recovery import validate_log
 
     store = MemoryRunStore()
     for name, record in await _recorded_writes():

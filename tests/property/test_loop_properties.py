@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from polyloop.ports import Action
-from polyloop.session import resume, run, validate_log
+from polyloop.recovery import validate_log
+from polyloop.session import resume, run
 from polyloop.stores.memory import MemoryRunStore
 from polyloop.testing import reply
 from polyloop.tools import Tool, ToolRegistry, ToolSpec

@@ -33,7 +33,8 @@ import pytest
 
 from polyloop.errors import RunAlreadyStartedError, RunLeaseHeldError
 from polyloop.ports import RunLeasing, RunStore
-from polyloop.session import ResumeMove, plan_resume, resume, run, validate_log
+from polyloop.recovery import ResumeMove, plan_resume, validate_log
+from polyloop.session import resume, run
 from polyloop.types import StopReason
 from tests.loop_kit import Crash, CrashingStore
 from tests.stores import _agent

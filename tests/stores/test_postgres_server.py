@@ -17,7 +17,8 @@ import pytest
 
 from polyloop.errors import LeaseLostError, StoreError
 from polyloop.ports import ModelCall
-from polyloop.session import AgentDefinition, resume, run, validate_log
+from polyloop.recovery import validate_log
+from polyloop.session import AgentDefinition, resume, run
 from polyloop.stores.postgres import PostgresRunStore
 from polyloop.types import ModelReply, StopReason
 from tests.stores import _agent

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from polyloop.session import validate_log
+from polyloop.recovery import validate_log
 from polyloop.types import StopReason
 from tests.stores._helpers import DURABLE_KINDS, close_store, expected_log, open_store
 from tests.stores._procs import child, finish

@@ -31,8 +31,9 @@ from dataclasses import dataclass, field
 import pytest
 
 from polyloop.ports import RunLog
+from polyloop.recovery import ResumeMove, plan_resume, validate_log
 from polyloop.serialization import LogRecord, loads_log_record
-from polyloop.session import ResumeMove, plan_resume, resume, validate_log
+from polyloop.session import resume
 from polyloop.types import Intent, ModelCallResult, RunFinished, RunStarted, StopReason
 from tests.stores import _agent
 from tests.stores._helpers import DURABLE_KINDS, close_store, open_store

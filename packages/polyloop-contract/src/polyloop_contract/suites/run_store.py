@@ -12,7 +12,7 @@ import pytest
 
 from polyloop.errors import DuplicateRecordError, RunAlreadyStartedError
 from polyloop.ports import RunLog, RunStore
-from polyloop.session import model_result_id
+from polyloop.recovery import model_result_id
 from polyloop.types import ModelCallResult, ModelReply, RunFinished, RunResult, StopReason
 from polyloop_contract import _report
 from polyloop_contract._checks import (

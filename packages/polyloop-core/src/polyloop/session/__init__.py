@@ -1,8 +1,8 @@
 """Assembly and the governed loop: ``AgentDefinition``, ``RunRequest``, ``run`` and ``resume``.
 
-Also re-exported from :mod:`polyloop.recovery`, where they live, for tools that inspect logs
-without running anything: ``validate_log`` (the corruption rules) and ``plan_resume`` (the
-four-state recovery table).
+It also re-exports, for imports written before they moved, eight names of
+:mod:`polyloop.recovery`, where they live and where new code imports them from: ``validate_log``
+(the corruption rules), ``plan_resume`` (the recovery table), its values and the result ids.
 """
 
 from __future__ import annotations

@@ -16,8 +16,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from polyloop.ports import RunLog, RunStore
+from polyloop.recovery import action_result_id, model_result_id
 from polyloop.serialization import LogRecord
-from polyloop.session import action_result_id, model_result_id
 from polyloop.tools import canonical_arguments
 from polyloop.types import (
     ActionOutcome,
