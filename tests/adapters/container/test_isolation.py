@@ -122,6 +122,11 @@ async def test_unprivileged_user_without_capabilities(executor: ContainerExecuto
     assert lines[0] == "65534 65534 65534"
     assert lines[1] == "0000000000000000 0000000000000000 0000000000000000"
     assert lines[2] == "1"
+    # What the driver reported at start says the same, without running any code.
+    info = executor.sandbox_info
+    assert info["uid"] == 65534
+    assert isinstance(info["pid"], int)
+    assert str(info["python"]).count(".") == 2
 
 
 async def test_no_nested_namespaces(executor: ContainerExecutor) -> None:
