@@ -105,22 +105,27 @@ class Telemetry:
         return [s for s in self.finished() if (s.name or "").startswith(prefix)]
 
     def measurements(self) -> dict[str, list[tuple[dict[str, object], float]]]:
-        """Each metric's data points as (attributes, value) — the sum or the histogram sum."""
-        out: dict[str, list[tuple[dict[str, object], float]]] = {}
-        data = self.metrics.get_metrics_data()
-        if data is None:
-            return out
-        for resource in data.resource_metrics:
-            for scope in resource.scope_metrics:
-                for metric in scope.metrics:
-                    for point in metric.data.data_points:
-                        value = getattr(point, "value", None)
-                        if value is None:
-                            value = point.sum  # type: ignore[union-attr]
-                        out.setdefault(metric.name, []).append(
-                            (dict(point.attributes or {}), float(value))
-                        )
+        return measurements(self.metrics)
+
+
+def measurements(reader: InMemoryMetricReader) -> dict[str, list[tuple[dict[str, object], float]]]:
+    """Each metric's data points as (attributes, value): the sum, the histogram's sum, or the
+    gauge's value."""
+    out: dict[str, list[tuple[dict[str, object], float]]] = {}
+    data = reader.get_metrics_data()
+    if data is None:
         return out
+    for resource in data.resource_metrics:
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                for point in metric.data.data_points:
+                    value = getattr(point, "value", None)
+                    if value is None:
+                        value = point.sum  # type: ignore[union-attr]
+                    out.setdefault(metric.name, []).append(
+                        (dict(point.attributes or {}), float(value))
+                    )
+    return out
 
 
 def in_memory(**options: object) -> Telemetry:

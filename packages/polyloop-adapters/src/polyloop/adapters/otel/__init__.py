@@ -16,13 +16,18 @@ what was refused (``polyloop.refused``).
 Message content, tool arguments and observations are recorded only with
 ``capture_content=True``. Export is batched on the SDK's thread: a slow or dead collector
 never slows a run, and failed exports count in ``RunResult.event_delivery_failures``.
+
+:class:`BatchMetrics` is a report observer for ``polyloop.batch.run_batch``: episodes done,
+failed and parked, steps, steps per second.
 """
 
+from polyloop.adapters.otel._batch import BatchMetrics
 from polyloop.adapters.otel._export import CountingSpanExporter, OtlpTelemetry
 from polyloop.adapters.otel._ids import run_span_id, run_trace_id
 from polyloop.adapters.otel._sink import OpenTelemetryEventSink, TelemetryExportError
 
 __all__ = [
+    "BatchMetrics",
     "CountingSpanExporter",
     "OpenTelemetryEventSink",
     "OtlpTelemetry",

@@ -13,6 +13,7 @@ from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
+from polyloop.adapters.otel._batch import BatchMetrics
 from polyloop.adapters.otel._sink import OpenTelemetryEventSink
 from polyloop.errors import ConfigurationError
 
@@ -150,6 +151,10 @@ class OtlpTelemetry:
             agent_name=agent_name,
             export_failures=lambda: self._spans.failures,
         )
+
+    def batch_metrics(self, *, batch: str = "batch") -> BatchMetrics:
+        """A ``run_batch`` report observer measuring on this meter provider."""
+        return BatchMetrics(self.meter_provider, batch=batch)
 
     def force_flush(self, timeout_seconds: float = 10.0) -> bool:
         """Send what is queued now; whether everything went out within the timeout."""
