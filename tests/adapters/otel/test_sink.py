@@ -82,27 +82,31 @@ async def test_a_run_is_one_invocation_span_in_the_trace_derived_from_its_run_id
     assert StatusCode.UNSET == invocation.status.status_code
 
 
-async def test_each_step_has_a_model_call_and_its_action_as_children() -> None:
-    """Step spans (one per step, in order) hold a chat span each and an execute_tool span for
-    each action, with the conventions' attributes and PolyLoop's outcome and replay policy."""
+async def test_each_step_has_a_model_call_and_its_action_under_the_invocation() -> None:
+    """Each step is a chat span and, for an action, an execute_tool span, children of the
+    invocation with the step index as an attribute, the conventions' attributes, and
+    PolyLoop's outcome and replay policy."""
     telemetry = in_memory()
     await _three_steps(telemetry)
     spans = telemetry.finished()
     (invocation,) = telemetry.named("invoke_agent")
-    steps = sorted(children(spans, invocation), key=lambda s: _attrs(s)["polyloop.step"])  # type: ignore[arg-type, return-value]
-    assert ["polyloop.step"] * 3 == [s.name for s in steps]
-    assert [0, 1, 2] == [_attrs(s)["polyloop.step"] for s in steps]
-    kinds = [sorted(c.name for c in children(spans, s)) for s in steps]
+    under = sorted(
+        ((_attrs(s)["polyloop.step"], s.name) for s in children(spans, invocation)), key=repr
+    )
     assert [
-        ["chat", "execute_tool lookup"],
-        ["chat", "execute_tool broken"],
-        ["chat"],
-    ] == kinds
-    chat = next(c for c in children(spans, steps[0]) if c.name == "chat")
+        (0, "chat"),
+        (0, "execute_tool lookup"),
+        (1, "chat"),
+        (1, "execute_tool broken"),
+        (2, "chat"),
+    ] == under
+    assert len(spans) == 1 + len(under)
+    chat = next(s for s in telemetry.named("chat") if _attrs(s)["polyloop.step"] == 0)
     assert {
         "gen_ai.operation.name": "chat",
         "polyloop.run_id": "r-otel",
         "polyloop.step": 0,
+        "polyloop.parse_ok": True,
         "polyloop.result_id": "model-0",
         "gen_ai.response.id": "cmpl-0",
         "gen_ai.response.finish_reasons": ("stop",),
@@ -110,7 +114,7 @@ async def test_each_step_has_a_model_call_and_its_action_as_children() -> None:
         "gen_ai.usage.output_tokens": 7,
         "gen_ai.usage.reasoning.output_tokens": 3,
     } == _attrs(chat)
-    lookup = next(c for c in children(spans, steps[0]) if c.name.startswith("execute_tool"))
+    (lookup,) = telemetry.named("execute_tool lookup")
     assert {
         "gen_ai.operation.name": "execute_tool",
         "gen_ai.tool.name": "lookup",
@@ -123,18 +127,20 @@ async def test_each_step_has_a_model_call_and_its_action_as_children() -> None:
         "polyloop.action.env_reported_completion": False,
     } == _attrs(lookup)
     assert StatusCode.UNSET == lookup.status.status_code
-    broken = next(c for c in children(spans, steps[1]) if c.name.startswith("execute_tool"))
+    (broken,) = telemetry.named("execute_tool broken")
     assert "never" == _attrs(broken)["polyloop.replay_policy"]
     assert "executed" == _attrs(broken)["polyloop.action.outcome"]
     assert _attrs(broken)["polyloop.action.observation_is_synthetic"] is True
-    # Children lie within their step.
-    for step in steps:
-        for child in children(spans, step):
-            assert step.start_time is not None
-            assert child.start_time is not None
-            assert child.end_time is not None
-            assert step.end_time is not None
-            assert step.start_time <= child.start_time <= child.end_time <= step.end_time
+    # A step's spans cover the step; the steps follow each other inside the invocation.
+    assert lookup.start_time == chat.start_time
+    assert invocation.start_time is not None
+    assert invocation.end_time is not None
+    for span in children(spans, invocation):
+        assert span.start_time is not None
+        assert span.end_time is not None
+        assert invocation.start_time <= span.start_time <= span.end_time <= invocation.end_time
+    step_starts = sorted({s.start_time for s in children(spans, invocation)}, key=lambda t: t or 0)
+    assert 3 == len(step_starts)
 
 
 async def test_content_is_off_by_default_and_on_by_the_switch() -> None:
@@ -248,8 +254,8 @@ async def _crash_then_resume(policy: ReplayPolicy) -> tuple[Telemetry, StopReaso
 
 async def test_a_safe_action_made_again_on_resume_is_marked_replayed() -> None:
     """Crash inside a SAFE action, resume: both invocations share the trace; the resumed one
-    names the move and the intent, its step and action are marked replayed, its model call
-    (taken from the log) reused."""
+    names the move and the intent, its action is marked replayed, its model call (taken from
+    the log) reused."""
     telemetry, stop = await _crash_then_resume(ReplayPolicy.SAFE)
     assert StopReason.AGENT_FINISHED == stop
     crashed, resumed = sorted(telemetry.named("invoke_agent"), key=lambda s: s.start_time or 0)
@@ -262,17 +268,18 @@ async def test_a_safe_action_made_again_on_resume_is_marked_replayed() -> None:
     assert "action-0" == attributes["polyloop.resume.result_id"]
     assert "safe" == attributes["polyloop.resume.replay_policy"]
     spans = telemetry.finished()
-    (replayed_step,) = [
-        s
-        for s in children(spans, resumed)
-        if s.name == "polyloop.step" and _attrs(s)["polyloop.step"] == 0
-    ]
-    assert _attrs(replayed_step)["polyloop.replayed"] is True
-    (tool,) = [c for c in children(spans, replayed_step) if c.name == "execute_tool act"]
+    replayed = sorted((c.name, _attrs(c)["polyloop.step"]) for c in children(spans, resumed))
+    assert [("chat", 0), ("chat", 1), ("execute_tool act", 0)] == replayed
+    (tool,) = [c for c in children(spans, resumed) if c.name == "execute_tool act"]
     assert _attrs(tool)["polyloop.replayed"] is True
     assert "executed" == _attrs(tool)["polyloop.action.outcome"]
-    (chat,) = [c for c in children(spans, replayed_step) if c.name == "chat"]
+    chat, final = sorted(
+        (c for c in children(spans, resumed) if c.name == "chat"),
+        key=lambda c: _attrs(c)["polyloop.step"],  # type: ignore[arg-type, return-value]
+    )
     assert _attrs(chat)["polyloop.reused"] is True
+    assert "polyloop.reused" not in _attrs(final)
+    assert "polyloop.replayed" not in _attrs(final)
 
 
 async def test_a_never_action_in_doubt_is_a_refused_span_and_the_run_stops_state_unknown() -> None:

@@ -29,9 +29,6 @@ TOKEN_OUTPUT: Final = gen_ai.GenAiTokenTypeValues.COMPLETION.value
 TOKEN_USAGE: Final = gen_ai_metrics.GEN_AI_CLIENT_TOKEN_USAGE
 create_token_usage = gen_ai_metrics.create_gen_ai_client_token_usage
 
-# -- PolyLoop's own span names (low cardinality: the step index is an attribute) ----------
-STEP_SPAN: Final = "polyloop.step"
-
 # -- PolyLoop's own attributes -------------------------------------------------------------
 RUN_ID: Final = "polyloop.run_id"
 STEP: Final = "polyloop.step"

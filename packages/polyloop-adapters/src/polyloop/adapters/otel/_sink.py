@@ -2,21 +2,24 @@
 
 Span tree of one invocation (``run`` or ``resume``), all in the run's trace:
 
-    invoke_agent <agent>          the invocation: stop reason, budgets left, recovery move
-      polyloop.step               one per step, step_started → step_completed
-        chat <model>              the model call: usage, finish reasons, llm_error as status
-        execute_tool <tool>       the action: tool, call id, replay policy, outcome
-      execute_tool | chat         on resume, the call in doubt that was refused (if any)
+    invoke_agent <agent>      the invocation: stop reason, budgets left, recovery move
+      chat <model>            per step, the model call: usage, finish reasons, llm_error status
+      execute_tool <tool>     per step with an action: tool, call id, replay policy, outcome
+      ...
+      execute_tool | chat     on resume, the call in doubt that was refused (if any)
 
-Events carry no finer times than the step's, so a step's model call and action spans cover the
-step. Nothing here does I/O: spans end into the tracer provider's processor, whose batch
-exporter sends them from its own thread.
+as the GenAI conventions lay out an agent's spans; the step index is the ``polyloop.step``
+attribute of each. Events carry no finer times than the step's, so a step's model call and
+action spans both cover the step (``step_started`` to ``step_completed``). Nothing here does
+I/O: spans end into the tracer provider's processor, whose batch exporter sends them from its
+own thread.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -60,6 +63,8 @@ _TOKEN_TYPES: Mapping[str, str] = {
     n.GEN_AI.GEN_AI_USAGE_INPUT_TOKENS: n.TOKEN_INPUT,
     n.GEN_AI.GEN_AI_USAGE_OUTPUT_TOKENS: n.TOKEN_OUTPUT,
 }
+_PARSED: Mapping[str, bool] = {n.PARSE_OK: True}
+_NOT_PARSED: Mapping[str, bool] = {n.PARSE_OK: False}
 _ERROR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]{0,99}")
 
 _REPLAY_MOVES = {
@@ -85,9 +90,8 @@ class _Invocation:
     max_actions: int | None
     policies: dict[str, str]
     resume_move: str | None
-    step_span: Span | None = None
-    step_context: Context | None = None
-    step_started_ns: int = 0
+    #: When the step in progress started (``time.time_ns``), ``None`` between steps.
+    step_started_ns: int | None = None
 
 
 def _int_or_none(text: str | None) -> int | None:
@@ -289,45 +293,22 @@ class OpenTelemetryEventSink:
 
     def _step_started(self, event: Event) -> None:
         invocation = self._open.get(event.run_id)
-        if invocation is None:
-            return
-        if invocation.step_span is not None:
-            invocation.step_span.end()
-        span = self._tracer.start_span(
-            n.STEP_SPAN,
-            context=invocation.context,
-            kind=SpanKind.INTERNAL,
-            attributes={n.RUN_ID: event.run_id, n.STEP: event.step_idx},
-        )
-        invocation.step_span = span
-        invocation.step_context = trace.set_span_in_context(span, invocation.context)
-        start = getattr(span, "start_time", None)
-        invocation.step_started_ns = start if isinstance(start, int) else 0
+        if invocation is not None:
+            invocation.step_started_ns = time.time_ns()
 
     def _step_completed(self, event: Event) -> None:
         invocation = self._open.get(event.run_id)
         step = event.step
         if invocation is None or step is None:
             return
-        span = invocation.step_span
-        if span is None:  # the sink was attached between the step's two events
-            self._step_started(event)
-            span = invocation.step_span
-            assert span is not None
-        context = invocation.step_context
-        started = invocation.step_started_ns or None
-        invocation.step_span = invocation.step_context = None
-        span.set_attribute(n.PARSE_OK, step.parse_ok)
+        started, invocation.step_started_ns = invocation.step_started_ns, None
         model_mark = action_mark = None
         if invocation.resumed and step.step_idx == invocation.first_step:
             model_mark, action_mark = _REPLAY_MOVES.get(invocation.resume_move or "", (None, None))
-            if model_mark == n.REPLAYED or action_mark == n.REPLAYED:
-                span.set_attribute(n.REPLAYED, True)
-        self._chat(invocation, event.run_id, step, event.model_result, context, started, model_mark)
+        self._chat(invocation, event.run_id, step, event.model_result, started, model_mark)
         if step.action is not None:
-            self._tool(invocation, event.run_id, step, context, started, action_mark)
-        span.end()
-        self._steps.add(1, {n.PARSE_OK: step.parse_ok})
+            self._tool(invocation, event.run_id, step, started, action_mark)
+        self._steps.add(1, _PARSED if step.parse_ok else _NOT_PARSED)
 
     def _chat_name(self, invocation: _Invocation) -> str:
         return f"{n.CHAT} {invocation.model}" if invocation.model else n.CHAT
@@ -338,7 +319,6 @@ class OpenTelemetryEventSink:
         run_id: str,
         step: StepRecord,
         result: ModelCallResult | None,
-        context: Context | None,
         started: int | None,
         mark: str | None,
     ) -> None:
@@ -346,6 +326,7 @@ class OpenTelemetryEventSink:
             n.GEN_AI.GEN_AI_OPERATION_NAME: n.CHAT,
             n.RUN_ID: run_id,
             n.STEP: step.step_idx,
+            n.PARSE_OK: step.parse_ok,
         }
         if invocation.model:
             attributes[n.GEN_AI.GEN_AI_REQUEST_MODEL] = invocation.model
@@ -374,7 +355,7 @@ class OpenTelemetryEventSink:
                 )
         span = self._tracer.start_span(
             self._chat_name(invocation),
-            context=context,
+            context=invocation.context,
             kind=SpanKind.CLIENT,
             attributes=attributes,
             start_time=started,
@@ -400,7 +381,6 @@ class OpenTelemetryEventSink:
         invocation: _Invocation,
         run_id: str,
         step: StepRecord,
-        context: Context | None,
         started: int | None,
         mark: str | None,
     ) -> None:
@@ -428,7 +408,7 @@ class OpenTelemetryEventSink:
             attributes[n.GEN_AI.GEN_AI_TOOL_CALL_RESULT] = step.observation
         span = self._tracer.start_span(
             f"{n.EXECUTE_TOOL} {tool}" if tool else n.EXECUTE_TOOL,
-            context=context,
+            context=invocation.context,
             kind=SpanKind.INTERNAL,
             attributes=attributes,
             start_time=started,
@@ -444,8 +424,6 @@ class OpenTelemetryEventSink:
         result = event.result
         if invocation is None or result is None:
             return
-        if invocation.step_span is not None:
-            invocation.step_span.end()
         span = invocation.span
         self._finish_attributes(span, invocation, result)
         if result.stop_reason in _ERROR_STOPS:
@@ -467,8 +445,6 @@ class OpenTelemetryEventSink:
 
     def _abandon(self, run_id: str) -> None:
         invocation = self._open.pop(run_id)
-        if invocation.step_span is not None:
-            invocation.step_span.end()
         invocation.span.set_status(
             Status(StatusCode.ERROR, "the invocation raised before it recorded how the run ended")
         )
