@@ -51,7 +51,7 @@ async def test_resume_emits_run_started_marked_resumed() -> None:
 async def test_events_carry_the_snapshot_the_model_results_and_the_resume_move() -> None:
     """run_started carries the recorded parameter snapshot; each step_completed the step's
     recorded model result; a resumed run_started the recovery move and the intent in doubt
-    (design 0049)."""
+    (design 0050)."""
     memory = MemoryRunStore()
     request = make_request("r", executor=ScriptedExecutor())
     definition = make_definition(replies("RUN: a", "FINAL: b"), memory)
