@@ -632,6 +632,13 @@ class PasswordInErrorContext(ReferenceStore):
             raise StoreError(f"cannot connect to db.internal ({error})") from None
 
 
+class NamesItsLocation(ReferenceStore):
+    """Reports where its logs live, so a copy of its storage elsewhere cannot resume a run."""
+
+    def parameters(self) -> Mapping[str, str]:
+        return {"kind": "reference", "directory": self.disk.lease_directory}
+
+
 class TruncatesLongRunIds(ReferenceStore):
     """Keys runs by the first 255 characters of their run_id (a VARCHAR(255) column)."""
 
@@ -701,6 +708,7 @@ STORES: Mapping[str, type[ReferenceStore]] = {
     "password_in_connection_url": PasswordInConnectionUrl,
     "password_in_connection_string": PasswordInConnectionString,
     "password_in_error_context": PasswordInErrorContext,
+    "names_its_location": NamesItsLocation,
     "truncates_long_run_ids": TruncatesLongRunIds,
     "keeps_only_the_last_step": KeepsOnlyTheLastStep,
     "two_defects": TwoDefects,
@@ -832,6 +840,11 @@ CAUGHT_BY: Mapping[str, Expected] = {
         "run_store::test_errors_hold_no_secrets",
         "errors hold no secrets",
         says=("in the error.__context__ (DriverError)",),
+    ),
+    "names_its_location": Expected(
+        "run_store::test_parameters_name_no_location",
+        "parameters() name no location",
+        says=("report different parameters 'directory'",),
     ),
     "truncates_long_run_ids": Expected(
         "run_store::test_exotic_run_ids_never_collide",

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import cast
 
 import pytest
@@ -20,6 +20,7 @@ from polyloop_contract import _report
 from polyloop_contract._checks import (
     CALL_TIMEOUT,
     Rule,
+    call_parameters,
     check_parameters_no_io,
     check_parameters_shape,
     check_parameters_stable_no_secrets,
@@ -764,6 +765,40 @@ async def test_parameters_do_no_io_and_are_cheap(make_store: MakeStore) -> None:
 async def test_parameters_are_stable_and_hold_no_secrets(make_store: MakeStore) -> None:
     """parameters() answers the same twice and names no credential."""
     check_parameters_stable_no_secrets(SEAM, await make_store())
+
+
+@aio
+async def test_parameters_name_no_location(make_store: MakeStore) -> None:
+    """Two stores the factory made, each on storage of its own, report the same parameters:
+    where the logs live (a path, a directory, a database or schema name) does not change what
+    a run does, and in the snapshot it would make a store that was copied, moved or restored
+    elsewhere refuse to resume its runs."""
+    rule = Rule(SEAM, "parameters() name no location")
+    first, second = await make_store(), await make_store()
+    reported = [_parameters_of(rule, store) for store in (first, second)]
+    differing = sorted(
+        key
+        for key in set(reported[0]) | set(reported[1])
+        if reported[0].get(key) != reported[1].get(key)
+    )
+    rule.check(
+        not differing,
+        "two stores the factory made on storage of their own report different parameters "
+        + ", ".join(
+            f"{key!r}: {shown(reported[0].get(key))} and {shown(reported[1].get(key))}"
+            for key in differing
+        )
+        + ". Every run's snapshot records them and resume compares them, so a store copied, "
+        "moved or restored elsewhere would refuse to resume its runs; report what changes "
+        "how a run behaves (the kind, a format setting), never where the logs are",
+    )
+
+
+def _parameters_of(rule: Rule, store: RunStore) -> dict[str, object]:
+    value = call_parameters(rule, store)
+    rule.check(isinstance(value, Mapping), f"parameters() returned {type(value).__name__}")
+    assert isinstance(value, Mapping)
+    return dict(value)
 
 
 # ---------------------------------------------------------------------------

@@ -3,7 +3,7 @@
 Every connection gets TCP keepalive parameters on the client (libpq) side; the writing session
 also sets them on the server side, where they bound how long the server takes to notice that a
 worker's machine is gone and to free its leases (design 0030). Every connection checks that it
-reached the database ``parameters()`` names. The writing session then makes its commits
+reached the database its connection string names (as the store worked it out, without I/O). The writing session then makes its commits
 durable whatever the role or database defaults say (``synchronous_commit = on``) and refuses a
 server that runs with ``fsync = off``.
 """
@@ -141,7 +141,7 @@ def connect(
     ``setup`` (the writing session creates the schema there).
 
     Raises :class:`StoreError` (or :class:`ConfigurationError` for a database other than the
-    one ``parameters()`` names) saying what is wrong and what to do. Every error is raised
+    one the store worked out from its connection string) saying what is wrong and what to do. Every error is raised
     outside the ``except`` block that caught the driver's: a psycopg error keeps the connection
     options, password included, and would otherwise travel along as ``__context__``.
     """
@@ -206,8 +206,8 @@ def _check(
     if reached != target.database:
         raise ConfigurationError(
             f"{where}: the connection string reaches database {reached!r}, but the store "
-            f"names {target.database!r} in its parameters (worked out from the connection "
-            "string and PGDATABASE/PGUSER). Put dbname in the connection string."
+            f"worked out {target.database!r} (from the connection string and "
+            "PGDATABASE/PGUSER), which its messages name. Put dbname in the connection string."
         )
     if not isinstance(version, int) or version < _OLDEST_SERVER:
         raise StoreError(
