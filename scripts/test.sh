@@ -2,13 +2,22 @@
 # The whole test suite and every quality gate: what CI runs and what the README names.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# What the tests need beyond Python (sandbox backends, PostgreSQL's binaries): installed here when
+# this user may (root, passwordless sudo), else one line per missing part with the command that
+# provides it, and nothing else is run.
+bash scripts/preflight.sh || { echo "test.sh: stopped before any test ran" >&2; exit 1; }
 source scripts/bootstrap-uv.sh
 # The tools below (contract-suite/run.sh, the wheel-building tests) find the same uv on PATH.
 PATH="$(dirname "$UV"):$PATH"
 export PATH
 "$UV" sync --all-packages --frozen
 # PostgreSQL for the postgres store's tests: a throwaway cluster unless the caller names a server.
-if [ -z "${POLYLOOP_TEST_POSTGRES_URL:-}" ] && pg_dir="$(bash scripts/postgres-test-cluster.sh start)"; then
+# A cluster that does not start stops the run here, with the cluster script's own message.
+if [ -z "${POLYLOOP_TEST_POSTGRES_URL:-}" ]; then
+    pg_dir="$(bash scripts/postgres-test-cluster.sh start)" || {
+        echo "test.sh: the throwaway PostgreSQL cluster did not start (see above), so no test was run" >&2
+        exit 1
+    }
     trap 'bash scripts/postgres-test-cluster.sh stop "$pg_dir"' EXIT
     export POLYLOOP_TEST_POSTGRES_URL="$(cat "$pg_dir/url")"
 fi
