@@ -14,7 +14,9 @@ Wire mapping (design 0013, grown by design 0024)
       (any other part is written ``[<type> part not shown]``); ``null`` reads as ``""``; a
       ``refusal`` is the content when there is no text. Native ``tool_calls`` follow the text
       in the canonical form of :mod:`polyloop.adapters.tool_calls`, which
-      :class:`~polyloop.adapters.tool_calls.ToolCallReplyParser` reads back into actions.
+      :class:`~polyloop.adapters.tool_calls.ToolCallReplyParser` reads back into actions; the
+      legacy ``function_call`` only when the reply has no ``tool_calls`` entry (a server
+      sending both sends one call twice).
     - ``thinking``: ``reasoning_content``, else ``reasoning``. ``call_id``: the response ``id``
       (``None`` when missing or empty).
     - ``finish_reason`` and ``usage`` (integer counts, nested ones joined with ``.``): as the
