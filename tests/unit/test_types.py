@@ -20,6 +20,7 @@ from polyloop.types import (
     ActionOutcome,
     ActionStatus,
     Budget,
+    CallNotExecuted,
     ContentBlock,
     Context,
     Injection,
@@ -97,7 +98,10 @@ EXPECTED_FIELDS: dict[type[Any], list[tuple[str, object, object]]] = {
         ("action_status", ActionStatus | None, None),
         ("env_reported_completion", bool, False),
         ("schema_version", int, CURRENT_SCHEMA_VERSION),
+        # added after schema 1.0, defaulted and optional on read (design 0045)
+        ("calls_not_executed", tuple[CallNotExecuted, ...], ()),
     ],
+    CallNotExecuted: [("tool_name", str, _NO_DEFAULT), ("tool_arguments", str, _NO_DEFAULT)],
     RunResult: [
         ("run_id", str, _NO_DEFAULT),
         ("stop_reason", StopReason, _NO_DEFAULT),
@@ -181,6 +185,10 @@ SEED_NAMES = {
     "RunFinished",
     "CURRENT_SCHEMA_VERSION",
 }
+#: Names added after the seed, each with its design record.
+ADDED_NAMES = {
+    "CallNotExecuted",  # design 0045
+}
 
 
 def _step(**changes: Any) -> StepRecord:
@@ -232,8 +240,10 @@ def _budget(**changes: Any) -> Budget:
 
 
 def test_module_exports_exactly_the_seed_names() -> None:
-    """`polyloop.types.__all__` holds exactly the names design 0006 gives the module."""
-    assert set(types.__all__) == SEED_NAMES
+    """`polyloop.types.__all__` holds exactly the names design 0006 gives the module, plus the
+    ones added later with a design record of their own."""
+    assert set(types.__all__) == SEED_NAMES | ADDED_NAMES
+    assert not SEED_NAMES & ADDED_NAMES
     assert len(types.__all__) == len(set(types.__all__))
 
 
@@ -275,9 +285,12 @@ def test_field_defaults(cls: type[Any]) -> None:
 
 
 def test_step_record_has_eighteen_fields() -> None:
-    """`StepRecord` has 18 fields, the first thirteen inherited verbatim from dissect."""
-    names = [f.name for f in dataclasses.fields(StepRecord)]
-    assert len(names) == 18
+    """`StepRecord` has the seed's 18 fields, the first thirteen inherited verbatim from
+    dissect, then only fields added after schema 1.0 (optional on read)."""
+    fields = dataclasses.fields(StepRecord)
+    names = [f.name for f in fields]
+    assert names[17] == "schema_version"
+    assert all(f.metadata.get("optional_on_read") is True for f in fields[18:])
     assert names[:13] == [
         "step_idx",
         "raw_output",
@@ -348,6 +361,7 @@ def _instances() -> list[object]:
         Intent("run", IntentKind.MODEL_CALL, 0, "model-0", ReplayPolicy.SAFE),
         ModelCallResult("run", "model-0", ModelReply(None, "hi", ""), None),
         StepCompleted("run", None, None, step),
+        CallNotExecuted("write_file", "{}"),
         RunFinished("run", result),
     ]
 

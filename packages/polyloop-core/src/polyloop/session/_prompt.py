@@ -16,8 +16,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from polyloop.ports import ModelCall
+from polyloop.session._calls_not_executed import observation_in_history
 from polyloop.session._definition import OBSERVATION_TOKEN, TOOLS_TOKEN, RunRequest
-from polyloop.types import Message, Role, TextBlock
+from polyloop.types import Message, Role, StepRecord, TextBlock
 
 __all__ = ["Prompt"]
 
@@ -141,8 +142,11 @@ class Prompt:
         the request's tools in model form."""
         return _deferred_call(self._messages, call_index, run_id, result_id, binding, self._tools)
 
-    def add_step(self, history_text: str, observation: str) -> None:
-        """Append a finished step: the assistant's text, then the wrapped observation."""
+    def add_step(self, step: StepRecord) -> None:
+        """Append a finished step: the assistant's text (``raw_output``), then the wrapped
+        observation, followed by the notice of the calls not executed when there are any."""
+        history_text = step.raw_output
+        observation = observation_in_history(step.observation, step.calls_not_executed)
         wrapped = self._observation_template.replace(OBSERVATION_TOKEN, observation)
         self._messages.append(_text(Role.ASSISTANT, history_text))
         self._messages.append(_text(Role.USER, wrapped))
