@@ -4,13 +4,15 @@ invocation had (issue 25; design 0045)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from polyloop.adapters.tool_calls import ReplyToolCall, ToolCallReplyParser, render_tool_calls
 from polyloop.ports import ModelCall
 from polyloop.session import resume, run
 from polyloop.testing import reply
-from polyloop.types import CallNotExecuted, ModelReply, StopReason
+from polyloop.types import CallNotExecuted, ModelReply, Role, StopReason
 from tests.loop_kit import Crash, Effects, make_definition, make_request, scenario_tools
 from tests.stores._helpers import Opened
 
@@ -45,3 +47,35 @@ async def test_calls_not_executed_round_trip_and_resume_on_every_store(opened: O
     assert StopReason.AGENT_FINISHED is result.stop_reason
     assert seen[0].messages == seen[1].messages
     assert (await store.read_log(request.run_id)).steps[0] == completed
+
+
+async def test_native_history_round_trips_and_resumes_on_every_store(opened: Opened) -> None:
+    """A native-tools run dies after its tool step; resumed from the reopened store, it sends
+    the same native history (assistant call and `TOOL` result, one id) as the first run."""
+    seen: list[ModelCall] = []
+
+    def crash(call: ModelCall) -> ModelReply:
+        seen.append(call)
+        raise Crash
+
+    def done(call: ModelCall) -> ModelReply:
+        seen.append(call)
+        return reply("Done.")
+
+    request = replace(
+        make_request("native-" + opened.kind, tools=scenario_tools(Effects())),
+        tool_section_template="",
+        native_tools=True,
+    )
+    one = render_tool_calls("", [ReplyToolCall("read", {})])
+    first = make_definition([reply(one), crash], opened.store, parser=ToolCallReplyParser())
+    with pytest.raises(Crash):
+        await run(first, request)
+    store = opened.reopen()
+    again = make_definition([reply(one), done], store, parser=ToolCallReplyParser())
+    result = await resume(again, request)
+    assert StopReason.AGENT_FINISHED is result.stop_reason
+    assert seen[0].messages == seen[1].messages
+    assert [(Role.ASSISTANT, "call00000"), (Role.TOOL, "call00000")] == [
+        (message.role, message.tool_call_id) for message in seen[1].messages[-2:]
+    ]

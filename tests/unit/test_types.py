@@ -47,7 +47,12 @@ _NO_DEFAULT = object()
 #: (field name, annotation, default) in declaration order, as design 0006 writes them.
 EXPECTED_FIELDS: dict[type[Any], list[tuple[str, object, object]]] = {
     TextBlock: [("text", str, _NO_DEFAULT)],
-    Message: [("role", Role, _NO_DEFAULT), ("content", tuple[TextBlock, ...], _NO_DEFAULT)],
+    Message: [
+        ("role", Role, _NO_DEFAULT),
+        ("content", tuple[TextBlock, ...], _NO_DEFAULT),
+        # added after the seed, defaulted: pairs a native tool call with its result (0046)
+        ("tool_call_id", str | None, None),
+    ],
     Context: [
         ("run_level", tuple[Message, ...], _NO_DEFAULT),
         ("goal_level", tuple[Message, ...], _NO_DEFAULT),
@@ -139,7 +144,13 @@ EXPECTED_FIELDS: dict[type[Any], list[tuple[str, object, object]]] = {
 
 #: Every enum with its (member name, string value) pairs in declaration order.
 EXPECTED_ENUMS: dict[type[StrEnum], list[tuple[str, str]]] = {
-    Role: [("SYSTEM", "system"), ("USER", "user"), ("ASSISTANT", "assistant")],
+    Role: [
+        ("SYSTEM", "system"),
+        ("USER", "user"),
+        ("ASSISTANT", "assistant"),
+        # added after the seed: native tool results (design 0046)
+        ("TOOL", "tool"),
+    ],
     ReplayPolicy: [("NEVER", "never"), ("SAFE", "safe")],
     IntentKind: [("MODEL_CALL", "model_call"), ("ACTION", "action")],
     ActionStatus: [

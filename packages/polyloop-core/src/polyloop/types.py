@@ -104,11 +104,17 @@ def _frozen_str_mapping(owner: str, field: str, value: Mapping[str, str]) -> Map
 
 
 class Role(StrEnum):
-    """Who speaks a message. Observations go back to the model as ``USER`` messages."""
+    """Who speaks a message. Observations go back to the model as ``USER`` messages.
+
+    ``TOOL`` was added after the seed (design 0046): in a run whose tools go to the model
+    natively (``RunRequest.native_tools``), the observation of a step that made a tool call goes
+    back as a ``TOOL`` message answering the assistant's call (see :class:`Message`).
+    """
 
     SYSTEM = "system"
     USER = "user"
     ASSISTANT = "assistant"
+    TOOL = "tool"
 
 
 @fast_frozen_init
@@ -126,16 +132,38 @@ ContentBlock = TextBlock
 @fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class Message:
-    """One message of a prompt."""
+    """One message of a prompt.
+
+    ``tool_call_id`` (added after the seed, design 0046) pairs a native tool call with its
+    result: on an ``ASSISTANT`` message it says the message is a tool call — its text is the
+    assistant's text followed by exactly one call in the canonical text form of
+    ``polyloop.adapters.tool_calls`` — and names that call; on a ``TOOL`` message (where it is
+    required) it names the call whose result the message is. ``SYSTEM`` and ``USER`` messages
+    have none.
+    """
 
     role: Role
     content: tuple[ContentBlock, ...]
+    tool_call_id: str | None = None
 
     def __post_init__(self) -> None:
         if type(self.content) is not tuple and not isinstance(self.content, tuple):
             raise ConfigurationError(
                 f"Message.content must be a tuple of TextBlock, got {type(self.content).__name__}; "
                 "wrap the blocks in tuple(...)."
+            )
+        if self.tool_call_id is None and self.role is not Role.TOOL:
+            return
+        if not isinstance(self.tool_call_id, str) or not self.tool_call_id:
+            raise ConfigurationError(
+                f"Message.tool_call_id of a {str(self.role)!r} message must be a non-empty "
+                f"string{'' if self.role is Role.TOOL else ' or None'}, got "
+                f"{self.tool_call_id!r}; a tool message answers the call it names."
+            )
+        if self.role not in (Role.ASSISTANT, Role.TOOL):
+            raise ConfigurationError(
+                f"Message.tool_call_id is set on a {str(self.role)!r} message; only an "
+                "assistant's tool call and a tool's result carry one."
             )
 
 

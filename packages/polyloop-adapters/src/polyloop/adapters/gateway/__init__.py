@@ -8,6 +8,10 @@ is empty is a valid reply (the model really said nothing), never a failure.
 Wire mapping (design 0013, grown by design 0024)
     Each :class:`~polyloop.types.Message` becomes ``{"role": <role>, "content": <text>}`` where
     the text is its blocks concatenated without separator (character counts are preserved).
+    Native tool history (design 0046): an assistant message with a ``tool_call_id`` goes with
+    its one canonical call as ``tool_calls`` (``content`` the text before it, or ``null``), and
+    a ``TOOL`` message as ``{"role": "tool", "tool_call_id": ..., "content": ...}`` (as a
+    ``user`` message when its call could not be sent natively).
     The reply, read whole or streamed, becomes one :class:`~polyloop.types.ModelReply`:
 
     - ``content``: ``choices[0].message.content``; a list of parts has its text parts joined

@@ -29,9 +29,10 @@ from polyloop.adapters.gateway._errors import (
 )
 from polyloop.adapters.gateway._redaction import Redactor, split_userinfo
 from polyloop.adapters.gateway._reply import ReplyDraft
+from polyloop.adapters.tool_calls import parse_tool_calls
 from polyloop.errors import ConfigurationError
 from polyloop.ports import ModelCall
-from polyloop.types import Message, ModelReply
+from polyloop.types import Message, ModelReply, Role
 
 __all__ = [
     "API_KEY_VARIABLE",
@@ -74,10 +75,56 @@ _MAX_KEPT_HEADERS: Final = 20
 _STREAM_DONE: Final = "[DONE]"
 
 
-def _message_to_wire(message: Message) -> dict[str, str]:
+def _messages_to_wire(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """The wire form of a prompt (design 0013, native tool history: design 0046).
+
+    An assistant message with a ``tool_call_id`` whose text holds exactly one well-formed call
+    in the canonical form is sent with that call as its ``tool_calls`` (``content`` the text
+    before it, ``null`` when none), and a ``TOOL`` message answering it as ``{"role": "tool",
+    "tool_call_id": ...}``. A tool message whose call could not be sent natively goes as a
+    ``user`` message, so a server never sees a result without its call.
+    """
+    wire: list[dict[str, Any]] = []
+    sent_calls: set[str] = set()
+    for message in messages:
+        text = "".join(block.text for block in message.content)
+        call_id = message.tool_call_id
+        if call_id is not None and message.role is Role.ASSISTANT:
+            native = _native_call(text, call_id)
+            if native is not None:
+                wire.append(native)
+                sent_calls.add(call_id)
+                continue
+        if call_id is not None and message.role is Role.TOOL:
+            if call_id in sent_calls:
+                wire.append({"role": "tool", "tool_call_id": call_id, "content": text})
+                continue
+            wire.append({"role": Role.USER.value, "content": text})
+            continue
+        wire.append({"role": message.role.value, "content": text})
+    return wire
+
+
+def _native_call(text: str, call_id: str) -> dict[str, Any] | None:
+    found = parse_tool_calls(text)
+    if found.problem is not None or len(found.calls) != 1:
+        return None
+    (call,) = found.calls
+    arguments = (
+        call.arguments
+        if isinstance(call.arguments, str)
+        else json.dumps(dict(call.arguments), ensure_ascii=False)
+    )
     return {
-        "role": message.role.value,
-        "content": "".join(block.text for block in message.content),
+        "role": Role.ASSISTANT.value,
+        "content": found.content or None,
+        "tool_calls": [
+            {
+                "id": call_id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": arguments},
+            }
+        ],
     }
 
 
@@ -433,7 +480,7 @@ class GatewayModelClient:
     def _body(self, call: ModelCall) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": self._model,
-            "messages": [_message_to_wire(message) for message in call.messages],
+            "messages": _messages_to_wire(call.messages),
             "stream": self._stream,
         }
         if self._stream and self._stream_usage:
