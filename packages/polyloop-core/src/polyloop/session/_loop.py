@@ -256,7 +256,7 @@ class Driver:
                 call_id=None,
                 step_wall_ms=self.elapsed_ms(started),
             )
-            await self.complete(step, None, None)
+            await self.complete(step, None, None, result)
             return self.stop_reason(step, completes_run=False)
         decision, head = self.interpret(k, result.reply, prompt_chars)
         if isinstance(decision, InvalidDecision):
@@ -269,7 +269,7 @@ class Driver:
                 observation_is_synthetic=True,
                 step_wall_ms=self.elapsed_ms(started),
             )
-            await self.complete(step, None, None)
+            await self.complete(step, None, None, result)
             return self.stop_reason(step, completes_run=False)
 
         self.parse_failures_in_a_row = 0
@@ -283,9 +283,9 @@ class Driver:
                 step_wall_ms=self.elapsed_ms(started),
             )
             self.final_answer = decision.text
-            await self.complete(step, None, None)
+            await self.complete(step, None, None, result)
             return self.stop_reason(step, completes_run=False)
-        return await self.act(k, decision, head, started)
+        return await self.act(k, decision, head, started, result)
 
     def interpret(self, k: int, reply: ModelReply, prompt_chars: int) -> tuple[Decision, _Head]:
         """Parse ``reply``; the decision and the step fields known from the reply alone."""
@@ -301,7 +301,9 @@ class Driver:
         )
         return parsed.decision, head
 
-    async def act(self, k: int, action: Action, head: _Head, started: float) -> StopReason | None:
+    async def act(
+        self, k: int, action: Action, head: _Head, started: float, result: ModelCallResult
+    ) -> StopReason | None:
         """An action of step ``k``: rejected by the registry, or announced and executed."""
         call = action.tool_call
         replay_policy = ReplayPolicy.NEVER
@@ -322,7 +324,7 @@ class Driver:
                     tool_arguments=canonical_arguments(call.arguments),
                     action_status=ActionStatus.NOT_EXECUTED,
                 )
-                await self.complete(step, None, None)
+                await self.complete(step, None, None, result)
                 return self.stop_reason(step, completes_run=False)
             spec = self.request.tools.spec_for(call.name)
             assert spec is not None  # validate() accepted the name
@@ -330,10 +332,16 @@ class Driver:
         await self.store.write_intent(
             Intent(self.run_id, IntentKind.ACTION, k, action_result_id(k), replay_policy)
         )
-        return await self.execute_announced(k, action, head, started, completes_run)
+        return await self.execute_announced(k, action, head, started, completes_run, result)
 
     async def execute_announced(
-        self, k: int, action: Action, head: _Head, started: float, completes_run: bool
+        self,
+        k: int,
+        action: Action,
+        head: _Head,
+        started: float,
+        completes_run: bool,
+        result: ModelCallResult,
     ) -> StopReason | None:
         """Execute the action whose intent is written and record step ``k`` with its outcome."""
         outcome = await self.execute(action)
@@ -353,7 +361,7 @@ class Driver:
         )
         if outcome.status is ActionStatus.EXECUTED:
             self.actions_executed += 1
-        await self.complete(step, action_result_id(k), outcome)
+        await self.complete(step, action_result_id(k), outcome, result)
         return self.stop_reason(step, completes_run=completes_run)
 
     async def call_model(self, call: ModelCall) -> ModelCallResult:
@@ -409,7 +417,11 @@ class Driver:
         return max(0, round((self.clock() - started) * 1000))
 
     async def complete(
-        self, step: StepRecord, result_id: str | None, outcome: ActionOutcome | None
+        self,
+        step: StepRecord,
+        result_id: str | None,
+        outcome: ActionOutcome | None,
+        model_result: ModelCallResult,
     ) -> None:
         await self.store.write_step_completed(StepCompleted(self.run_id, result_id, outcome, step))
         self.steps.append(step)
@@ -417,7 +429,13 @@ class Driver:
         if step.calls_not_executed:
             await self.announce_calls_not_executed(step)
         await self.events.emit(
-            Event(EventKind.STEP_COMPLETED, self.run_id, step.step_idx, step=step)
+            Event(
+                EventKind.STEP_COMPLETED,
+                self.run_id,
+                step.step_idx,
+                step=step,
+                model_result=model_result,
+            )
         )
 
     async def announce_calls_not_executed(self, step: StepRecord) -> None:
@@ -563,6 +581,7 @@ async def _start(
             request.run_id,
             0,
             injection_entry_ids=entry_ids(request),
+            parameter_snapshot=snapshot,
         )
     )
     return await invocation.drive()
