@@ -71,15 +71,18 @@ def test_tool_calls_win_and_a_reply_never_yields_more_calls_than_it_made(
     calls,
     st.integers(min_value=1, max_value=7),
     st.booleans(),
+    st.booleans(),
 )
 def test_a_stream_gives_the_reply_the_whole_response_gives(
     tool_calls: list[tuple[str, dict[str, object]]],
     legacy: tuple[str, dict[str, object]],
     piece: int,
     legacy_first: bool,
+    repeat_names: bool,
 ) -> None:
-    """Streamed in pieces of any size, with the legacy copy before or after the calls, the same
-    message reads to the same reply as when it comes whole."""
+    """Streamed in pieces of any size, with the legacy copy before or after the calls, and the
+    name sent once (OpenAI) or in every delta (llama-cpp-python), the same message reads to the
+    same reply as when it comes whole."""
     whole = {
         "role": "assistant",
         "content": None,
@@ -98,8 +101,13 @@ def test_a_stream_gives_the_reply_the_whole_response_gives(
         deltas.append(
             {"tool_calls": [{"index": index, "id": f"call_{index}", "function": {"name": name}}]}
         )
+        named = {"name": name} if repeat_names else {}
         deltas += [
-            {"tool_calls": [{"index": index, "function": {"arguments": text[i : i + piece]}}]}
+            {
+                "tool_calls": [
+                    {"index": index, "function": {**named, "arguments": text[i : i + piece]}}
+                ]
+            }
             for i in range(0, len(text), piece)
         ]
     if not legacy_first:

@@ -11,7 +11,9 @@ reply either way. The rules (also in the package docstring):
   ``tool_calls`` list, or, only when the reply carries no ``tool_calls`` entry at all, the
   older single ``function_call``. A server that sends both (llama-cpp-python 0.3.x, some
   proxies) sends the same call twice, and its ``function_call`` copy may be malformed: the
-  ``tool_calls`` list wins and the copy is dropped, so one call is never read as two.
+  ``tool_calls`` list wins and the copy is dropped, so one call is never read as two. A
+  streamed call's name is read once: a delta repeating the name read so far (llama-cpp-python
+  repeats it in every delta) adds nothing.
 - ``thinking``: ``reasoning_content``, else ``reasoning``.
 - ``call_id``: the response ``id`` (``None`` when missing or empty).
 - ``finish_reason``: ``choices[0].finish_reason`` (``None`` when missing or empty).
@@ -215,7 +217,8 @@ def _add_function(draft: _ToolCallDraft, function: object) -> None:
     if not isinstance(function, Mapping):
         return
     name = function.get("name")
-    if isinstance(name, str):
+    # OpenAI sends a streamed call's name once; llama-cpp-python repeats it in every delta.
+    if isinstance(name, str) and name != "".join(draft.name):
         draft.name.append(name)
     arguments = function.get("arguments")
     if isinstance(arguments, str):
