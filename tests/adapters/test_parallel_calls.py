@@ -8,15 +8,31 @@ import logging
 from dataclasses import replace
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from polyloop.adapters.tool_calls import ReplyToolCall, ToolCallReplyParser, render_tool_calls
+from polyloop.adapters.tool_calls import (
+    ReplyToolCall,
+    ToolCallReplyParser,
+    parse_tool_calls,
+    render_tool_calls,
+)
 from polyloop.ports import EventKind, ModelCall
 from polyloop.serialization import to_dict
 from polyloop.session import resume, run
 from polyloop.session._calls_not_executed import calls_not_executed_notice
 from polyloop.stores.memory import MemoryRunStore
 from polyloop.testing import RecordingEventSink, ScriptedModelClient, reply
-from polyloop.types import ActionStatus, CallNotExecuted, ModelReply, Role, StepRecord, StopReason
+from polyloop.tools import Tool, ToolRegistry, ToolSpec, canonical_arguments
+from polyloop.types import (
+    ActionStatus,
+    CallNotExecuted,
+    ModelReply,
+    ReplayPolicy,
+    Role,
+    StepRecord,
+    StopReason,
+)
 from polyloop_cli.inspection import step_row
 from tests.loop_kit import Crash, Effects, make_definition, make_request, scenario_tools
 
@@ -157,3 +173,55 @@ def test_show_marks_the_step() -> None:
     plain = step_row(replace(step, calls_not_executed=()))
     assert ("executed", "read {}") == (plain["status"], plain["action"])
     assert "calls_not_executed" not in plain
+
+
+names = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=10)
+arguments = st.dictionaries(st.text(max_size=5), st.integers() | st.text(max_size=5), max_size=3)
+
+
+@given(
+    st.text(st.characters(exclude_characters="<"), max_size=30),
+    st.lists(st.tuples(names, arguments), min_size=1, max_size=5),
+)
+def test_the_parser_names_every_call_after_the_first_in_order(
+    text: str, calls: list[tuple[str, dict[str, object]]]
+) -> None:
+    """For N rendered calls the parser's decision is about the first and `calls_not_executed`
+    holds the other N−1, in order, with canonical arguments; history shows only the first."""
+    rendered = render_tool_calls(
+        text.replace("<tool_call>", ""), [ReplyToolCall(*c) for c in calls]
+    )
+    parsed = ToolCallReplyParser().parse(reply(rendered))
+    assert [CallNotExecuted(n, canonical_arguments(a)) for n, a in calls[1:]] == list(
+        parsed.calls_not_executed
+    )
+    assert 1 == len(parse_tool_calls(parsed.history_text).calls)
+
+
+async def test_an_action_interrupted_by_a_crash_resumes_with_the_calls_recorded() -> None:
+    """A crash after the first call's intent, before its step is recorded: resume executes the
+    (safe) call again and records the calls not executed, as an uninterrupted run would."""
+    store = MemoryRunStore()
+    crashes = [Crash()]
+
+    def read(_: object) -> str:
+        if crashes:
+            raise crashes.pop()
+        return "read done"
+
+    registry = ToolRegistry(
+        [
+            Tool(
+                ToolSpec("read", "Read.", {"type": "object"}, replay_policy=ReplayPolicy.SAFE), read
+            ),
+            Tool(ToolSpec("write", "Write.", {"type": "object"}), lambda _: "written"),
+            Tool(ToolSpec("noop", "Nothing.", {"type": "object"}), lambda _: "ok"),
+        ]
+    )
+    request = make_request("crash-in-action", tools=registry)
+    with pytest.raises(Crash):
+        await run(make_definition(script(), store, parser=ToolCallReplyParser()), request)
+    result = await resume(make_definition(script(), store, parser=ToolCallReplyParser()), request)
+    first = result.steps[0]
+    assert ("read done", NOT_EXECUTED) == (first.observation, first.calls_not_executed)
+    assert StopReason.AGENT_FINISHED is result.stop_reason
