@@ -5,11 +5,13 @@ invocation had (issue 25; design 0045)."""
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
 from polyloop.adapters.tool_calls import ReplyToolCall, ToolCallReplyParser, render_tool_calls
 from polyloop.ports import ModelCall
+from polyloop.serialization import dumps_log_record, loads_log_record
 from polyloop.session import resume, run
 from polyloop.testing import reply
 from polyloop.types import CallNotExecuted, ModelReply, Role, StopReason
@@ -79,3 +81,13 @@ async def test_native_history_round_trips_and_resumes_on_every_store(opened: Ope
     assert [(Role.ASSISTANT, "call00000"), (Role.TOOL, "call00000")] == [
         (message.role, message.tool_call_id) for message in seen[1].messages[-2:]
     ]
+
+
+def test_a_log_written_before_the_additions_reencodes_byte_for_byte() -> None:
+    """Every record of a log an older library wrote (``fixtures/before-0040``) reads and is
+    written again exactly as it was: no `calls_not_executed` appears, so its snapshot and the
+    file itself are unchanged."""
+    (path,) = (Path(__file__).parent / "fixtures" / "before-0040" / "runs").glob("*.jsonl")
+    lines = path.read_text(encoding="utf-8").splitlines()
+    assert lines
+    assert lines == [dumps_log_record(loads_log_record(line)) for line in lines]
