@@ -58,7 +58,7 @@ def _signal_url(endpoint: str, path: str) -> str:
     if not endpoint.startswith(("http://", "https://")):
         raise ConfigurationError(
             f"The OTLP endpoint must be an http:// or https:// URL (OTLP/HTTP, e.g. "
-            f"'http://127.0.0.1:4318'), got {endpoint!r}."
+            f"'http://127.0.0.1:4318'), got {endpoint.rpartition('@')[2]!r}."
         )
     return endpoint.rstrip("/") + path
 
