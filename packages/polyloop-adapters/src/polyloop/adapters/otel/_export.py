@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Mapping, Sequence
 
 from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
@@ -106,6 +107,7 @@ class OtlpTelemetry:
             timeout=export_timeout_seconds,
         )
         self._spans = CountingSpanExporter(span_exporter)
+        self._sinks: weakref.WeakSet[OpenTelemetryEventSink] = weakref.WeakSet()
         self.tracer_provider = TracerProvider(resource=resource)
         self.tracer_provider.add_span_processor(
             BatchSpanProcessor(
@@ -144,13 +146,15 @@ class OtlpTelemetry:
         self, *, capture_content: bool = False, agent_name: str = "polyloop"
     ) -> OpenTelemetryEventSink:
         """A sink on these providers; its ``emit`` reports failed exports as delivery failures."""
-        return OpenTelemetryEventSink(
+        sink = OpenTelemetryEventSink(
             tracer_provider=self.tracer_provider,
             meter_provider=self.meter_provider,
             capture_content=capture_content,
             agent_name=agent_name,
             export_failures=lambda: self._spans.failures,
         )
+        self._sinks.add(sink)
+        return sink
 
     def batch_metrics(self, *, batch: str = "batch") -> BatchMetrics:
         """A ``run_batch`` report observer measuring on this meter provider."""
@@ -164,6 +168,9 @@ class OtlpTelemetry:
         return spans and measurements
 
     def shutdown(self) -> None:
-        """Send what is queued and stop the export threads."""
+        """End the invocation spans of runs that raised instead of finishing (as errors), send
+        what is queued, and stop the export threads."""
+        for sink in list(self._sinks):
+            sink.end_open_invocations()
         self.tracer_provider.shutdown()
         self.meter_provider.shutdown()

@@ -128,6 +128,7 @@ class OpenTelemetryEventSink:
     """
 
     __slots__ = (
+        "__weakref__",
         "_actions",
         "_agent_name",
         "_capture_content",
