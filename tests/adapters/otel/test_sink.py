@@ -3,6 +3,7 @@ the span tree, the GenAI names and attributes, PolyLoop's own, the metrics, and 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 
 import pytest
@@ -15,7 +16,7 @@ from polyloop.adapters.otel import (
     run_trace_id,
 )
 from polyloop.errors import EnvironmentFailure
-from polyloop.ports import Event, EventKind
+from polyloop.ports import Event, EventKind, ModelCall
 from polyloop.session import resume, run
 from polyloop.stores.memory import MemoryRunStore
 from polyloop.testing import ScriptedModelClient, reply
@@ -42,8 +43,18 @@ SCRIPT = [
 ]
 
 
-async def _three_steps(telemetry: Telemetry, run_id: str = "r-otel") -> None:
-    model = ScriptedModelClient(SCRIPT)
+class _Yielding(ScriptedModelClient):
+    """Gives the event loop a turn on every call, so that concurrent runs interleave."""
+
+    async def call(self, call: ModelCall) -> ModelReply:
+        await asyncio.sleep(0)
+        return await super().call(call)
+
+
+async def _three_steps(
+    telemetry: Telemetry, run_id: str = "r-otel", *, interleave: bool = False
+) -> None:
+    model = (_Yielding if interleave else ScriptedModelClient)(SCRIPT)
     result = await run(definition(model, MemoryRunStore(), telemetry.sink), request(run_id))
     assert StopReason.AGENT_FINISHED == result.stop_reason
     assert 0 == result.event_delivery_failures
@@ -350,3 +361,23 @@ async def test_failed_exports_are_reported_by_the_next_emit_and_counted_by_the_r
 def test_the_parameters_name_only_the_kind() -> None:
     """Where telemetry goes or whether content is captured never blocks a resume."""
     assert {"kind": "opentelemetry"} == OpenTelemetryEventSink(capture_content=True).parameters()
+
+
+async def test_concurrent_runs_through_one_sink_keep_their_own_trees() -> None:
+    """Runs interleaving on one sink (as in a batch) each get their own trace, with every model
+    call and action under their own invocation."""
+    telemetry = in_memory()
+    run_ids = [f"r-{k}" for k in range(5)]
+    await asyncio.gather(*(_three_steps(telemetry, r, interleave=True) for r in run_ids))
+    spans = telemetry.finished()
+    invocations = {_attrs(s)["polyloop.run_id"]: s for s in telemetry.named("invoke_agent")}
+    assert set(run_ids) == set(invocations)
+    # They did interleave: every invocation started before any ended.
+    assert max(s.start_time or 0 for s in invocations.values()) < min(
+        s.end_time or 0 for s in invocations.values()
+    )
+    for run_id, invocation in invocations.items():
+        assert run_trace_id(run_id) == invocation.context.trace_id
+        mine = [s for s in spans if _attrs(s)["polyloop.run_id"] == run_id and s is not invocation]
+        assert 5 == len(mine)
+        assert mine == list(children(spans, invocation))
