@@ -7,6 +7,9 @@ import asyncio
 from collections.abc import Mapping
 
 import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import StatusCode
 
 from polyloop.adapters.otel import (
@@ -22,7 +25,14 @@ from polyloop.stores.memory import MemoryRunStore
 from polyloop.testing import ScriptedModelClient, reply
 from polyloop.tools import Tool, ToolRegistry, ToolSpec
 from polyloop.types import ModelReply, ReplayPolicy, StopReason
-from tests.adapters.otel._agent import Telemetry, children, definition, in_memory, request
+from tests.adapters.otel._agent import (
+    Telemetry,
+    children,
+    definition,
+    in_memory,
+    measurements,
+    request,
+)
 from tests.loop_kit import Crash
 
 USAGE = {
@@ -381,3 +391,18 @@ async def test_concurrent_runs_through_one_sink_keep_their_own_trees() -> None:
         mine = [s for s in spans if _attrs(s)["polyloop.run_id"] == run_id and s is not invocation]
         assert 5 == len(mine)
         assert mine == list(children(spans, invocation))
+
+
+async def test_sinks_sharing_a_meter_provider_all_count() -> None:
+    """A sink per episode on one provider (as a batch factory makes them): every run counts,
+    though the SDK keeps only the first registration of an observable instrument."""
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[reader])
+    spans = TracerProvider()
+    for run_id in ("a", "b", "c"):
+        sink = OpenTelemetryEventSink(tracer_provider=spans, meter_provider=provider)
+        model = ScriptedModelClient(SCRIPT)
+        await run(definition(model, MemoryRunStore(), sink), request(run_id))
+    measured = measurements(reader)
+    assert [({"polyloop.parse_ok": True}, 9.0)] == measured["polyloop.steps"]
+    assert [({"polyloop.stop_reason": "agent_finished"}, 3.0)] == measured["polyloop.runs"]
