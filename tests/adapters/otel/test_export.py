@@ -98,12 +98,17 @@ async def test_an_unreachable_collector_never_holds_up_a_run_and_its_failures_ar
 
 
 def test_the_endpoint_and_intervals_are_checked_with_a_clear_error() -> None:
-    """A gRPC-style or schemeless endpoint and a non-positive interval are refused, saying what
-    to pass."""
+    """A schemeless endpoint, a non-positive interval, an empty service name and a header
+    that is not a string are refused, saying what to pass (and never showing a header)."""
     with pytest.raises(ConfigurationError, match="OTLP/HTTP"):
         OtlpTelemetry("127.0.0.1:4317")
     with pytest.raises(ConfigurationError, match="export_interval_seconds"):
         OtlpTelemetry("http://127.0.0.1:4318", export_interval_seconds=0)
+    with pytest.raises(ConfigurationError, match="service_name"):
+        OtlpTelemetry("http://127.0.0.1:4318", service_name="")
+    with pytest.raises(ConfigurationError, match="'Authorization'") as refused:
+        OtlpTelemetry("http://127.0.0.1:4318", headers={"Authorization": b"Basic c2VjcmV0"})  # type: ignore[dict-item]
+    assert "c2VjcmV0" not in str(refused.value)
 
 
 def test_headers_never_show_in_the_repr() -> None:

@@ -99,6 +99,19 @@ class OtlpTelemetry:
         ):
             if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
                 raise ConfigurationError(f"{name} must be a number > 0, got {value!r}.")
+        if not isinstance(service_name, str) or not service_name:
+            raise ConfigurationError(
+                f"service_name must be a non-empty string naming the service in the traces, "
+                f"got {service_name!r}."
+            )
+        if headers is not None and not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in headers.items()
+        ):
+            names = sorted(repr(k) for k in headers)
+            raise ConfigurationError(
+                "headers must map strings to strings (e.g. {'Authorization': 'Basic …'}); "
+                f"check the values of {', '.join(names)} (not shown: they may be secrets)."
+            )
         resource = Resource.create({SERVICE_NAME: service_name})
         header_map = None if headers is None else dict(headers)
         span_exporter = OTLPSpanExporter(
