@@ -5,8 +5,9 @@ A step's observation was stored three times: in the action outcome, in the ``Ste
 again in ``RunFinished.result.steps``. A store keeps what it writes to itself, as long as every
 record reads back exactly as written, so two cases are written by reference:
 
-- a ``StepCompleted`` whose step's observation is the action outcome's: the step's
-  ``observation`` is written empty and the line says ``"same_observation":true``;
+- a ``StepCompleted`` whose step's observation is the action outcome's (and at least
+  :data:`SHARED_FROM` characters long): the step's ``observation`` is written empty and the
+  line says ``"same_observation":true``;
 - a ``RunFinished`` each of whose steps is the step of a ``StepCompleted`` of the same index
   that this store object knows is stored in the run's log (it wrote or read it): the result's
   ``steps`` are written empty and the line lists their indices, ``"steps_of_log":[0,1,...]``.
@@ -25,6 +26,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import replace
+from json.encoder import encode_basestring as _quote
 from typing import Any
 
 import orjson
@@ -34,9 +36,11 @@ from polyloop.serialization import LogRecord, dumps_log_record, loads_log_record
 from polyloop.serialization import log_record_from_dict as _from_dict
 from polyloop.types import RunFinished, StepCompleted, StepRecord
 
-__all__ = ["StoredSteps", "decode_stored", "stored_line"]
+__all__ = ["SHARED_FROM", "StoredSteps", "decode_stored", "stored_line"]
 
 _SAME_OBSERVATION = "same_observation"
+#: The shortest observation written once: below it the mark would cost more than it saves.
+SHARED_FROM = 64
 _STEPS_OF_LOG = "steps_of_log"
 
 
@@ -45,9 +49,9 @@ def stored_line(record: LogRecord, stored: Mapping[int, StepRecord] | None = Non
     the run that this store object knows are in its log, by step index."""
     if type(record) is StepCompleted:
         outcome, step = record.action_outcome, record.step
-        if outcome is not None and step.observation and step.observation == outcome.observation:
-            slim = replace(record, step=replace(step, observation=""))
-            return f'{dumps_log_record(slim)[:-1]},"{_SAME_OBSERVATION}":true}}'
+        shared = step.observation
+        if outcome is not None and len(shared) >= SHARED_FROM and shared == outcome.observation:
+            return _without_step_observation(record)
     elif type(record) is RunFinished and stored:
         steps = record.result.steps
         if steps and all(stored.get(step.step_idx) == step for step in steps):
@@ -56,6 +60,26 @@ def stored_line(record: LogRecord, stored: Mapping[int, StepRecord] | None = Non
             line = dumps_log_record(RunFinished(record.run_id, slim_result))
             return f'{line[:-1]},"{_STEPS_OF_LOG}":[{indices}]}}'
     return dumps_log_record(record)
+
+
+def _without_step_observation(record: StepCompleted) -> str:
+    """The line of ``record`` with its step's observation written empty, and the mark.
+
+    Cut out of the full line's text: the step is the last field of the record and its
+    ``"observation"`` key the last one in the line (a key's quotes are never escaped, a string
+    value's always are), so the last occurrence of the key with that very text is the step's.
+    Text the encoder escapes further (lone surrogates, line separators) is not found that way;
+    such a record is encoded again without the step's observation instead.
+    """
+    line = dumps_log_record(record)
+    text = _quote(record.step.observation)
+    needle = f',"observation":{text},"observation_is_synthetic":'
+    at = line.rfind(needle)
+    if at < 0:
+        slim = replace(record, step=replace(record.step, observation=""))
+        return f'{dumps_log_record(slim)[:-1]},"{_SAME_OBSERVATION}":true}}'
+    cut = at + len(',"observation":')
+    return f'{line[:cut]}""{line[cut + len(text) : -1]},"{_SAME_OBSERVATION}":true}}'
 
 
 def _marked(payload: object) -> bool:
@@ -130,15 +154,22 @@ def _not_written_here(key: str) -> SerializationError:
 
 
 def _with_observation(payload: dict[str, Any]) -> LogRecord:
-    record = _slim(payload, _SAME_OBSERVATION)
+    """Put the outcome's observation back into the step, then decode the record once."""
+    del payload[_SAME_OBSERVATION]
+    body = payload.get("record")
+    step = body.get("step") if type(body) is dict else None
+    outcome = body.get("action_outcome") if type(body) is dict else None
     if (
-        type(record) is not StepCompleted
-        or record.action_outcome is None
-        or record.step.observation
+        payload.get("type") != "step_completed"
+        or type(step) is not dict
+        or type(outcome) is not dict
+        or step.get("observation") != ""
+        or type(outcome.get("observation")) is not str
+        or not outcome["observation"]
     ):
         raise _not_written_here(_SAME_OBSERVATION)
-    step = replace(record.step, observation=record.action_outcome.observation)
-    return StepCompleted(record.run_id, record.result_id, record.action_outcome, step)
+    step["observation"] = outcome["observation"]
+    return _from_dict(payload)  # raises what the strict reader says of the record
 
 
 def _with_steps(
