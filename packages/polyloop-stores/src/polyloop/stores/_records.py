@@ -1,8 +1,9 @@
 """Shared by the stores: which records a log holds at most once, and assembling a read log.
 
-Both durable stores keep every record as the one-line tagged JSON of
-:func:`polyloop.serialization.dumps_log_record`, so a run log reads back through the strict
-decoder whichever store holds it.
+The durable stores keep every record as the one-line tagged JSON of
+:func:`polyloop.serialization.dumps_log_record`, with repeated text written by reference
+(:mod:`polyloop.stores._stored_form`), so a run log reads back through the strict decoder
+whichever store holds it.
 
 A log holds at most one ``RunStarted``, one ``RunFinished``, one intent per (kind, result_id),
 one ``ModelCallResult`` per result_id and one ``StepCompleted`` per step index. The loop never
@@ -13,13 +14,20 @@ duplicates are never dropped, merged or kept.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from polyloop.errors import CorruptLogError, DuplicateRecordError, RunAlreadyStartedError
 from polyloop.ports import RunLog
 from polyloop.recovery import WriteOrderCheck
 from polyloop.serialization import LogRecord
-from polyloop.types import Intent, ModelCallResult, RunFinished, RunStarted, StepCompleted
+from polyloop.types import (
+    Intent,
+    ModelCallResult,
+    RunFinished,
+    RunStarted,
+    StepCompleted,
+    StepRecord,
+)
 
 __all__ = ["KeySet", "LogBuilder", "RecordKey", "describe_key", "duplicate_error", "record_key"]
 
@@ -120,6 +128,7 @@ class LogBuilder:
         "_run_id",
         "_seen",
         "_started",
+        "_step_records",
         "_steps",
         "_where",
     )
@@ -131,6 +140,7 @@ class LogBuilder:
         self._intents: list[Intent] = []
         self._results: list[ModelCallResult] = []
         self._steps: list[StepCompleted] = []
+        self._step_records: dict[int, StepRecord] = {}
         self._finished: RunFinished | None = None
         #: Every key added so far, with the number of the unit it was found at.
         self._seen: dict[RecordKey, int] = {}
@@ -140,6 +150,12 @@ class LogBuilder:
     def keys(self) -> frozenset[RecordKey]:
         """The keys of the records added so far."""
         return frozenset(self._seen)
+
+    @property
+    def steps(self) -> Mapping[int, StepRecord]:
+        """The step records added so far, by step index (what a ``RunFinished`` stored by
+        reference refers to, see ``_stored_form``)."""
+        return self._step_records
 
     def add(self, record: LogRecord, unit: str, number: int) -> None:
         """Add the record found at ``unit`` ``number`` (e.g. ``"line"``, 7) of the storage."""
@@ -166,6 +182,7 @@ class LogBuilder:
             self._results.append(record)  # type: ignore[arg-type]
         elif tag == "step":
             self._steps.append(record)  # type: ignore[arg-type]
+            self._step_records[key[1]] = record.step  # type: ignore[index, union-attr]
         elif tag == "run_started":
             self._started = record  # type: ignore[assignment]
         else:

@@ -22,9 +22,9 @@ import os
 import sqlite3
 
 from polyloop.errors import StoreError
-from polyloop.stores._decoding import decode_log_record
 from polyloop.stores._files import sync_directory
 from polyloop.stores._records import RecordKey, record_key
+from polyloop.stores._stored_form import decode_stored
 
 __all__ = [
     "RECORDS_BY_RUN_INDEX",
@@ -103,7 +103,7 @@ def stored_key(body: str) -> str | None:
     """The ``record_key`` of a stored row, or ``NULL`` for a body that does not decode (the
     reader reports that row)."""
     try:
-        return key_text(record_key(decode_log_record(body)))
+        return key_text(record_key(decode_stored(body, None)))
     except Exception:  # any failure of a stored row is the reader's to report
         return None
 

@@ -26,10 +26,18 @@ from pathlib import Path
 
 from polyloop.errors import PolyLoopError
 from polyloop.ports import RunLog
-from polyloop.serialization import LogRecord, loads_log_record
+from polyloop.serialization import LogRecord
 from polyloop.stores._naming import is_run_file_name
 from polyloop.stores._sqlite_schema import RECORDS_BY_RUN_INDEX, RECORDS_TABLE
-from polyloop.types import Intent, ModelCallResult, RunFinished, RunStarted, StepCompleted
+from polyloop.stores._stored_form import decode_stored
+from polyloop.types import (
+    Intent,
+    ModelCallResult,
+    RunFinished,
+    RunStarted,
+    StepCompleted,
+    StepRecord,
+)
 
 __all__ = [
     "RECORDS_TABLE",
@@ -111,8 +119,15 @@ class Salvage:
     unreadable: tuple[str, ...]
 
 
-def _decode(text: str | bytes) -> LogRecord:
-    return loads_log_record(text.decode("utf-8") if isinstance(text, bytes) else text)
+def _decode(
+    text: str | bytes, steps: dict[int, StepRecord] | None = None, where: str = "the log"
+) -> LogRecord:
+    """The record, with what the store wrote by reference put back from the ``steps`` read so
+    far (``_stored_form``); without ``steps``, only its run_id and key are exact."""
+    record = decode_stored(text.decode("utf-8") if isinstance(text, bytes) else text, steps, where)
+    if steps is not None and isinstance(record, StepCompleted):
+        steps.setdefault(record.step.step_idx, record.step)
+    return record
 
 
 def _one_line(error: BaseException) -> str:
@@ -144,11 +159,12 @@ def _keep(
     run_id: str, where: str, items: Iterable[tuple[str | bytes | None, str]], problems: list[str]
 ) -> Iterator[LogRecord]:
     """Decoded records of ``run_id`` from (text or ``None`` when unreadable, position) pairs."""
+    steps: dict[int, StepRecord] = {}
     for text, position in items:
         if text is None:
             continue
         try:
-            record = _decode(text)
+            record = _decode(text, steps, f"{where}, {position}")
         except (PolyLoopError, UnicodeDecodeError, ValueError) as error:
             problems.append(f"{where}, {position}: {_one_line(error)}")
             continue
