@@ -653,7 +653,7 @@ def verify(run_id: str | None, check_all: bool, store: str | None, as_json: bool
     metavar="FIELD",
     help='With --format snapshot: show FIELD\'s value as "<masked>" wherever it occurs, the key '
     "kept: a record field (call_id, observation, step_wall_ms) or a parameter snapshot key "
-    "(store.path). The same masks as trajectory_snapshot(exclude=props(FIELD, ...)). Repeat it "
+    "(action_executor.session_id). The same masks as trajectory_snapshot(exclude=props(FIELD, ...)). Repeat it "
     "for several fields.",
 )
 @store_option
@@ -677,7 +677,7 @@ def export(
             "out (the jsonl export is the analysis data, never masked).",
         )
     if "" in masks:
-        raise CliError(ExitCode.USAGE, "--mask needs a field name, such as --mask store.path.")
+        raise CliError(ExitCode.USAGE, "--mask needs a field name, such as --mask call_id.")
     choice = _store(store)
     log = _run(_existing_log(choice, run_id))
     verdict = corruption(log, run_id)
