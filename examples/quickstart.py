@@ -1,5 +1,6 @@
 """PolyLoop quick-start: one tool, a scripted model, an in-memory store.
 
+Needs ``pip install polyloop-core polyloop-stores`` (core holds no store; the workspace has both).
 Run it with ``uv run python examples/quickstart.py``. Swap ``ScriptedModelClient`` for
 ``polyloop.adapters.gateway.GatewayModelClient`` to drive a real model, and ``MemoryRunStore``
 for ``polyloop.stores.sqlite.SqliteRunStore`` to make the run survive a crash.

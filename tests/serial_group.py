@@ -2,12 +2,15 @@
 
 ``scripts/test.sh`` runs the suite on every core (pytest-xdist) with ``--test-group=parallel``,
 then these with ``--test-group=serial`` in one process (``-p no:xdist``). Without the option
-every test runs, as before; the ``serial`` marker is there for ``-m`` too. They are the tests whose verdict depends on time or on
-processes racing: SIGKILLed processes, racing drivers and lease holders, bounds on how long
-something takes (cancellation grace, a blocked event loop, server shutdowns), the sandboxes
-(time limits, process counts), and the Ray cluster (one per machine: its dashboard has a fixed
-port). Run beside other tests on a loaded 2-core machine they would measure the other tests.
-Nothing about them is weakened: they run as before, only alone. Design record 0042.
+every test runs, as before; the ``serial`` marker is there for ``-m`` too.
+
+They are the tests whose verdict depends on time or on processes racing: SIGKILLed processes,
+racing drivers and lease holders, bounds on how long something takes (cancellation grace, a
+blocked event loop, server shutdowns), the sandboxes (time limits, process counts), the Ray
+cluster (one per machine: its dashboard has a fixed port) and the Phoenix server (about a
+minute to start: once per run, not once per worker). Beside other tests on a loaded 2-core
+machine they would measure the other tests. Nothing about them is weakened: they run as
+before, only alone. Design record 0042.
 """
 
 from __future__ import annotations

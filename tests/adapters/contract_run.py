@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
 from pathlib import Path
+
+from tests.xdist_env import outside_xdist
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -28,6 +31,7 @@ def assert_contract_suite_passes(kit: Path, seam: str, rules: int) -> None:
         timeout=400,
         check=False,
         cwd=ROOT,
+        env=outside_xdist(os.environ),
     )
     summary = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]

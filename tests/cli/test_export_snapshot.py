@@ -6,12 +6,15 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from syrupy.filters import props
 
 from polyloop.stores.jsonl import JsonlRunStore
 from polyloop.stores.sqlite import SqliteRunStore
 from polyloop.types import ReplayPolicy, StopReason
+from polyloop_contract.snapshot import MASKED, TrajectorySnapshotExtension
 from polyloop_contract.trajectory_json import run_log_from_json, trajectory_json
 from tests.cli._kit import (
+    SNAPSHOT,
     assert_one_line_error,
     finished,
     polyloop,
@@ -95,4 +98,118 @@ def test_export_snapshot_without_the_kit_says_what_to_install(
     )  # fmt: skip
     assert_one_line_error(result, 2)
     assert "pip install 'polyloop-cli[snapshot]'" in result.stderr
+    assert "" == result.stdout
+
+
+# ---------------------------------------------------------------------------
+# --mask: the masks a downstream's trajectory_snapshot takes
+# ---------------------------------------------------------------------------
+
+
+async def _run_stored_in(path: Path) -> tuple[str, SqliteRunStore]:
+    """One finished run in a SQLite store at ``path``, the path in the parameter snapshot as
+    the store reports it (what makes a snapshot machine-specific)."""
+    store = SqliteRunStore(path)
+    snapshot = {**SNAPSHOT, "store.kind": "sqlite", "store.path": str(path)}
+    await write(
+        store,
+        [
+            started(RUN_ID, snapshot),
+            *tool_step_records(RUN_ID, 0, "close", ReplayPolicy.NEVER),
+            finished(RUN_ID, StopReason.TASK_COMPLETED, [tool_step(0, "close")]),
+        ],
+    )
+    return f"sqlite://{path}", store
+
+
+async def test_masked_export_is_what_trajectory_snapshot_writes_with_the_same_props(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    url, store = await _run_stored_in(tmp_path / "runs.sqlite")
+    log = await store.read_log(RUN_ID)
+    store.close()
+
+    result = polyloop(
+        "export", RUN_ID, "--format", "snapshot", "--mask", "store.path", "--mask", "call_id",
+        "--store", url, env=env,
+    )  # fmt: skip
+
+    assert 0 == result.code, result.stderr
+    assert "" == result.stderr
+    expected = TrajectorySnapshotExtension().serialize(log, exclude=props("store.path", "call_id"))
+    assert expected == result.stdout
+    assert f'"store.path": "{MASKED}"' in result.stdout
+    assert str(tmp_path) not in result.stdout
+    assert trajectory_json(log, mask=("store.path", "call_id")) == result.stdout
+
+
+async def test_one_run_stored_in_two_places_exports_alike_once_its_path_is_masked(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """The same run in two files (two machines, two pytest sessions): the snapshots differ by
+    the store's path alone, and masking it makes them equal."""
+    exports = {}
+    for name in ("first", "second"):
+        url, store = await _run_stored_in(tmp_path / f"{name}.sqlite")
+        store.close()
+        plain = polyloop("export", RUN_ID, "--format", "snapshot", "--store", url, env=env)
+        masked = polyloop(
+            "export", RUN_ID, "--format", "snapshot", "--mask", "store.path", "--store", url,
+            env=env,
+        )  # fmt: skip
+        assert (0, 0) == (plain.code, masked.code), (plain.stderr, masked.stderr)
+        exports[name] = (plain.stdout, masked.stdout)
+
+    assert exports["first"][0] != exports["second"][0]
+    assert exports["first"][1] == exports["second"][1]
+
+
+async def test_a_mask_that_matches_nothing_is_noted_and_masks_nothing(
+    stored: tuple[str, SqliteRunStore | JsonlRunStore], env: dict[str, str]
+) -> None:
+    url, store = stored
+    result = polyloop(
+        "export", RUN_ID, "--format", "snapshot", "--mask", "store.pth", "--store", url, env=env
+    )
+
+    assert 0 == result.code, result.stderr
+    assert trajectory_json(await store.read_log(RUN_ID)) == result.stdout
+    assert "--mask store.pth matched no field of run" in " ".join(result.stderr.split())
+
+
+async def test_the_json_summary_names_the_masks(
+    stored: tuple[str, SqliteRunStore | JsonlRunStore], env: dict[str, str], tmp_path: Path
+) -> None:
+    url, store = stored
+    target = tmp_path / "masked.json"
+    result = polyloop(
+        "export", RUN_ID, "--format", "snapshot", "--mask", "call_id", "--mask", "observation",
+        "-o", str(target), "--store", url, "--json", env=env,
+    )  # fmt: skip
+
+    assert 0 == result.code, result.stderr
+    assert ["call_id", "observation"] == result.json()["masked"]
+    log = await store.read_log(RUN_ID)
+    assert trajectory_json(log, mask=("call_id", "observation")) == target.read_text()
+
+
+@pytest.mark.parametrize(
+    ("arguments", "says"),
+    [
+        (("--mask", "store.path"), "--mask applies to --format snapshot only"),
+        (("--format", "jsonl", "--mask", "call_id"), "--mask applies to --format snapshot only"),
+        (("--format", "snapshot", "--mask", ""), "--mask needs a field name"),
+    ],
+)
+def test_a_mask_where_it_cannot_apply_is_refused_in_one_line(
+    stored: tuple[str, SqliteRunStore | JsonlRunStore],
+    env: dict[str, str],
+    arguments: tuple[str, ...],
+    says: str,
+) -> None:
+    url, _ = stored
+    result = polyloop("export", RUN_ID, *arguments, "--store", url, env=env)
+
+    assert_one_line_error(result, 2)
+    assert says in result.stderr
     assert "" == result.stdout

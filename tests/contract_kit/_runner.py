@@ -9,6 +9,8 @@ import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.xdist_env import outside_xdist
+
 REPO = Path(__file__).resolve().parents[2]
 
 #: The pytest settings of the throwaway projects: strict asyncio mode (the kit must not rely on
@@ -66,7 +68,7 @@ def run_contract(
     The plugin is found through its installed entry point, as in a downstream project.
     """
     report = report or project / "junit.xml"
-    environment = dict(os.environ)
+    environment = outside_xdist(os.environ)
     environment["PYTHONPATH"] = os.pathsep.join(
         [str(REPO), *filter(None, [environment.get("PYTHONPATH")])]
     )

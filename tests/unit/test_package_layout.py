@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.readme_examples import examples
+from tests.xdist_env import outside_xdist
 
 ROOT = Path(__file__).resolve().parents[2]
 FIVE_MODULES = "['ports', 'serialization', 'session', 'tools', 'types']"
@@ -30,7 +31,7 @@ REPOSITORY_LINK = re.compile(
 
 def _clean_env() -> dict[str, str]:
     """The environment without anything that would leak the workspace into a fresh venv."""
-    env = dict(os.environ)
+    env = outside_xdist(os.environ)
     for name in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "UV_PROJECT_ENVIRONMENT"):
         env.pop(name, None)
     return env

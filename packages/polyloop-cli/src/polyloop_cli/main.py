@@ -647,15 +647,38 @@ def verify(run_id: str | None, check_all: bool, store: str | None, as_json: bool
     default=None,
     help="Write to this file instead of stdout.",
 )
+@click.option(
+    "--mask",
+    "masks",
+    multiple=True,
+    metavar="FIELD",
+    help='With --format snapshot: show FIELD\'s value as "<masked>" wherever it occurs, the key '
+    "kept: a record field (call_id, observation, step_wall_ms) or a parameter snapshot key "
+    "(action_executor.session_id). The same masks as trajectory_snapshot(exclude=props(FIELD, ...)). Repeat it "
+    "for several fields.",
+)
 @store_option
 @json_option
 def export(
-    run_id: str, fmt: str, output_path: Path | None, store: str | None, as_json: bool
+    run_id: str,
+    fmt: str,
+    output_path: Path | None,
+    masks: tuple[str, ...],
+    store: str | None,
+    as_json: bool,
 ) -> None:
     """Export a run's StepRecords, one JSON object per line (the analysis format), or its log.
 
     With --output and --json, a JSON summary of the export is printed on stdout.
     """
+    if masks and fmt != "snapshot":
+        raise CliError(
+            ExitCode.USAGE,
+            "--mask applies to --format snapshot only; add --format snapshot, or leave --mask "
+            "out (the jsonl export is the analysis data, never masked).",
+        )
+    if "" in masks:
+        raise CliError(ExitCode.USAGE, "--mask needs a field name, such as --mask call_id.")
     choice = _store(store)
     log = _run(_existing_log(choice, run_id))
     verdict = corruption(log, run_id)
@@ -667,7 +690,13 @@ def export(
             detail=verdict,
         )
     if fmt == "snapshot":
-        lines = _snapshot_text(log)
+        lines, unmatched = _snapshot_text(log, masks)
+        for name in unmatched:
+            Output(as_json=as_json).note(
+                f"--mask {name} matched no field of run {shown_id(run_id)}'s log "
+                f"(nothing masked for it; `{suggest('show', run_id, '--full', *choice.option)}` "
+                "lists the fields)."
+            )
     else:
         lines = "".join(dumps(completed.step) + "\n" for completed in log.steps)
     if output_path is None:
@@ -682,13 +711,20 @@ def export(
             f"cannot write {output_path} ({error.strerror}); choose a writable --output path.",
         ) from None
     if as_json:
-        Output(as_json=True).json(
-            {"run_id": run_id, "format": fmt, "steps": len(log.steps), "output": str(output_path)}
-        )
+        summary: dict[str, object] = {
+            "run_id": run_id,
+            "format": fmt,
+            "steps": len(log.steps),
+            "output": str(output_path),
+        }
+        if masks:
+            summary["masked"] = list(dict.fromkeys(masks))
+        Output(as_json=True).json(summary)
 
 
-def _snapshot_text(log: RunLog) -> str:
-    """The run log as polyloop-contract's trajectory snapshot (an optional dependency)."""
+def _snapshot_text(log: RunLog, masks: tuple[str, ...] = ()) -> tuple[str, list[str]]:
+    """The run log as polyloop-contract's trajectory snapshot (an optional dependency), with
+    ``masks`` masked; and the masks that matched no field."""
     try:
         from polyloop_contract.trajectory_json import trajectory_json
     except ImportError:
@@ -697,7 +733,17 @@ def _snapshot_text(log: RunLog) -> str:
             "--format snapshot needs the polyloop-contract package; install it with "
             "`pip install 'polyloop-cli[snapshot]'`, or export with --format jsonl.",
         ) from None
-    return trajectory_json(log)
+    names = frozenset(masks)
+    matched: set[str] = set()
+
+    def rule(name: str, path: tuple[str | int, ...]) -> bool:
+        if name in names:
+            matched.add(name)
+            return True
+        return False
+
+    text = trajectory_json(log, mask=rule)
+    return text, [name for name in dict.fromkeys(masks) if name not in matched]
 
 
 def _register_demo() -> None:
