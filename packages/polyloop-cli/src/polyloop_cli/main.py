@@ -702,9 +702,11 @@ def _snapshot_text(log: RunLog) -> str:
 def _register_demo() -> None:
     from polyloop_cli.batch import batch
     from polyloop_cli.demo import demo
+    from polyloop_cli.steps import steps
 
     cli.add_command(demo)
     cli.add_command(batch)
+    cli.add_command(steps)
 
 
 _register_demo()
