@@ -56,7 +56,7 @@ def run_records(
     run_id: str, binding: dict[str, str], steps: Sequence[StepWrites], reason: StopReason | None
 ) -> list[LogRecord]:
     snapshot = {"model_client.kind": "scripted"}
-    snapshot.update({f"model_binding.{key}": value for key, value in binding.items()})
+    snapshot.update({f"request.model_binding.{key}": value for key, value in binding.items()})
     records: list[LogRecord] = [testing.run_started(run_id, snapshot)]
     for step in steps:
         records += step.records

@@ -65,7 +65,7 @@ def test_the_columns_and_their_types() -> None:
     the annotations (an enum is text, ``X | None`` is nullable)."""
     assert 18 == len(STEP_FIELDS)
     assert [field.name for field in dataclasses.fields(StepRecord)] == list(STEP_FIELDS)
-    columns = step_columns(["task", "model_binding.seed"])
+    columns = step_columns(["model_binding.task", "model_binding.seed", "model_binding.task"])
     assert ("run_id", *STEP_FIELDS, "stop_reason", "model_binding.seed", "model_binding.task") == (
         columns
     )
@@ -76,6 +76,8 @@ def test_the_columns_and_their_types() -> None:
     assert ("str", True) == kinds["tool_name"]
     assert ("str", True) == kinds["stop_reason"]
     assert ("str", True) == kinds["model_binding.task"]
+    with pytest.raises(ConfigurationError, match="not a model-binding column"):
+        step_columns(["task"])
     with pytest.raises(ConfigurationError, match="not a column of the step table"):
         column_type("nonsense")
 
@@ -84,14 +86,22 @@ def test_the_columns_and_their_types() -> None:
 @given(
     steps=st.lists(strategies.step_records, max_size=4),
     snapshot=strategies.parameter_snapshots,
+    binding=st.dictionaries(strategies.short_texts, strategies.short_texts, max_size=3),
     reason=st.none() | st.sampled_from(StopReason),
 )
 def test_any_log_gives_its_steps_as_rows(
-    steps: list[StepRecord], snapshot: dict[str, str], reason: StopReason | None
+    steps: list[StepRecord],
+    snapshot: dict[str, str],
+    binding: dict[str, str],
+    reason: StopReason | None,
 ) -> None:
     """For any steps and snapshot: one row per step, its fields as ``to_dict`` gives them, the
-    stop reason, and exactly the snapshot's ``model_binding.`` keys."""
+    stop reason, and a ``model_binding.<key>`` column for exactly each binding key."""
     run_id = "r"
+    snapshot = {
+        **snapshot,
+        **{f"request.model_binding.{key}": value for key, value in binding.items()},
+    }
     log = RunLog(
         started=RunStarted(run_id, snapshot),
         steps=tuple(StepCompleted(run_id, None, None, step) for step in steps),
@@ -99,7 +109,7 @@ def test_any_log_gives_its_steps_as_rows(
         if reason is None
         else RunFinished(run_id, RunResult(run_id, reason, None, tuple(steps))),
     )
-    bindings = {key: value for key, value in snapshot.items() if key.startswith("model_binding.")}
+    bindings = {f"model_binding.{key}": value for key, value in sorted(binding.items())}
     expected = [
         {
             "run_id": run_id,

@@ -3,7 +3,7 @@
 A row is one step: ``run_id``, the eighteen :class:`~polyloop.types.StepRecord` fields under
 their own names (``action_status`` as its string value), the run's ``stop_reason`` (``None``
 while it has not finished) and one ``model_binding.<key>`` column per key of the run's model
-binding, as the parameter snapshot records it. Rows come one run at a time, so a table of ten
+binding, as the parameter snapshot records it (``request.model_binding.<key>``). Rows come one run at a time, so a table of ten
 thousand runs is read in the memory of one run::
 
     table = StepTable(store)
@@ -40,6 +40,7 @@ from polyloop.types import StepRecord
 __all__ = [
     "BINDING_PREFIX",
     "RUN_COLUMNS",
+    "SNAPSHOT_BINDING_PREFIX",
     "STEP_FIELDS",
     "ColumnType",
     "StepTable",
@@ -53,8 +54,10 @@ __all__ = [
 STEP_FIELDS: tuple[str, ...] = tuple(field.name for field in dataclasses.fields(StepRecord))
 #: The column before the step fields and the column after them.
 RUN_COLUMNS: tuple[str, str] = ("run_id", "stop_reason")
-#: Prefix of the model-binding columns: the parameter snapshot's own key for each binding key.
+#: Prefix of the model-binding columns (``model_binding.<key>``), and of the same keys in the
+#: parameter snapshot, where the request's model binding is recorded.
 BINDING_PREFIX = "model_binding."
+SNAPSHOT_BINDING_PREFIX = "request.model_binding."
 
 #: A row of the table: column name to value (``None`` where a value is absent).
 Row = dict[str, str | int | bool | None]
@@ -113,12 +116,15 @@ def column_type(column: str) -> ColumnType:
     )
 
 
-def step_columns(binding_keys: Iterable[str] = ()) -> tuple[str, ...]:
+def step_columns(binding_columns: Iterable[str] = ()) -> tuple[str, ...]:
     """The table's columns, in order: ``run_id``, the eighteen fields, ``stop_reason``, then
-    ``model_binding.<key>`` for each of ``binding_keys`` (sorted)."""
-    bindings = sorted(
-        {key if key.startswith(BINDING_PREFIX) else BINDING_PREFIX + key for key in binding_keys}
-    )
+    ``binding_columns`` (each ``model_binding.<key>``, as the rows name them), sorted."""
+    bindings = sorted(set(binding_columns))
+    for column in bindings:
+        if not column.startswith(BINDING_PREFIX):
+            raise ConfigurationError(
+                f"{column!r} is not a model-binding column; name it {BINDING_PREFIX}<key>."
+            )
     return (RUN_COLUMNS[0], *STEP_FIELDS, RUN_COLUMNS[1], *bindings)
 
 
@@ -134,7 +140,9 @@ def step_rows_of(run_id: str, log: RunLog) -> Iterator[Row]:
     stop_reason = None if log.finished is None else log.finished.result.stop_reason.value
     snapshot: Mapping[str, str] = log.started.parameter_snapshot if log.started else {}
     bindings = {
-        key: value for key, value in sorted(snapshot.items()) if key.startswith(BINDING_PREFIX)
+        BINDING_PREFIX + key.removeprefix(SNAPSHOT_BINDING_PREFIX): value
+        for key, value in sorted(snapshot.items())
+        if key.startswith(SNAPSHOT_BINDING_PREFIX)
     }
     for completed in log.steps:
         step = completed.step
