@@ -169,6 +169,8 @@ class Driver:
         self.parse_failures_in_a_row = 0
         self.final_answer: str | None = None
         self.finish_written = False
+        #: The call ``resume`` is making again for the step it settles (recorded with it).
+        self.replaying: IntentKind | None = None
 
     # -- rebuilding from a log ------------------------------------------------------------
 
@@ -404,7 +406,10 @@ class Driver:
     async def complete(
         self, step: StepRecord, result_id: str | None, outcome: ActionOutcome | None
     ) -> None:
-        await self.store.write_step_completed(StepCompleted(self.run_id, result_id, outcome, step))
+        replayed, self.replaying = self.replaying, None
+        await self.store.write_step_completed(
+            StepCompleted(self.run_id, result_id, outcome, step, replayed)
+        )
         self.steps.append(step)
         self.prompt.add_step(step.raw_output, step.observation)
         await self.events.emit(
