@@ -6,6 +6,7 @@ what can be read and exit 6. (The pages in a real browser: test_view_browser.py.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import html
 import re
 from pathlib import Path
@@ -47,7 +48,14 @@ def hostile_records(run_id: str, long_line_chars: int = 1_000_000) -> list[objec
     records: list[object] = [testing.run_started(run_id, snapshot)]
     for step in steps:
         records += step.records
-    records.append(testing.run_finished(run_id, steps, StopReason.AGENT_FINISHED))
+    records.append(
+        testing.run_finished(
+            run_id,
+            steps,
+            StopReason.AGENT_FINISHED,
+            final_answer="<script>window.__pwned=5</script>",
+        )
+    )
     return records
 
 
@@ -59,7 +67,9 @@ def make_store(path: Path, *record_lists: list[object], kit: bool = False) -> st
             for records in record_lists:
                 await testing.write_records(store, records)  # type: ignore[arg-type]
 
-    asyncio.run(make())
+    # In a thread of its own: playwright's sync API keeps an event loop running in this one.
+    with concurrent.futures.ThreadPoolExecutor(1) as thread:
+        thread.submit(asyncio.run, make()).result()
     return f"sqlite://{path}"
 
 
