@@ -46,6 +46,8 @@ aside th, aside td { text-align: left; vertical-align: top; padding: .15rem .25r
 aside th { font-weight: 600; width: 45%; }
 section.step, section.summary { border-bottom: 1px solid var(--line); padding: .5rem 0 1rem;
   scroll-margin-top: .5rem; }
+/* Steps off screen are neither laid out nor painted until scrolled to (a long run opens fast). */
+section.step { content-visibility: auto; contain-intrinsic-size: auto 700px; }
 section.step:focus { outline: 2px solid var(--act); outline-offset: 2px; }
 section.step h2 { font-size: 1rem; margin: .5rem 0; }
 section.step h2 a { color: inherit; }
@@ -90,11 +92,12 @@ kbd { border: 1px solid var(--line); border-bottom-width: 2px; border-radius: 3p
 RUN_SCRIPT = """
 (function () {
   "use strict";
-  var full = JSON.parse(document.getElementById("full-texts").textContent);
+  var full = null;  // the folded texts, parsed when a fold is first opened
   document.querySelectorAll("details.fold").forEach(function (fold) {
     fold.addEventListener("toggle", function () {
       var pre = fold.querySelector("pre");
       if (fold.open && !pre.dataset.filled) {
+        full = full || JSON.parse(document.getElementById("full-texts").textContent);
         pre.textContent = full[Number(fold.dataset.full)];
         pre.dataset.filled = "1";
       }
