@@ -123,7 +123,10 @@ async def _write_all(
     default=None,
     help="Store URL, as for `polyloop runs` (default: $POLYLOOP_STORE, else the demo store).",
 )
-def view(run_id: str | None, every: bool, output_path: Path | None, store: str | None) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON summary instead of a line.")
+def view(
+    run_id: str | None, every: bool, output_path: Path | None, store: str | None, as_json: bool
+) -> None:
     """Write a run's trajectory as one HTML page that opens from disk (no network): every
     step's reply, decision, action, observation and intents, the stop reason and why, the
     parameter snapshot; keyboard navigation (j/k). --all: every run of the store, listed.
@@ -137,7 +140,7 @@ def view(run_id: str | None, every: bool, output_path: Path | None, store: str |
         if store is not None
         else f"run `{suggest('demo')}` to create the demo store, or pass --store."
     )
-    output = Output(as_json=False)
+    output = Output(as_json=as_json)
     if run_id is None:
         directory = output_path or Path("polyloop-view")
         if directory.exists() and not directory.is_dir():
@@ -146,7 +149,11 @@ def view(run_id: str | None, every: bool, output_path: Path | None, store: str |
                 f"{directory} is a file; with --all, -o names a directory for the pages.",
             )
         count, damaged, unreadable = asyncio.run(_write_all(url, directory, advice))
-        output.line(f"wrote the pages of {count} runs; open {directory / 'index.html'}")
+        index = directory / "index.html"
+        if as_json:
+            output.json({"store": str(url), "runs": count, "output": str(index)})
+        else:
+            output.line(f"wrote the pages of {count} runs; open {index}")
         if damaged or unreadable:
             raise CliError(
                 ExitCode.CORRUPT_LOG,
@@ -164,7 +171,12 @@ def view(run_id: str | None, every: bool, output_path: Path | None, store: str |
         )
     path = output_path or Path(page_name(run_id))
     _write(path, run_page(page))
-    output.line(f"wrote {path} ({len(page.log.steps)} steps); open it in a browser.")
+    if as_json:
+        output.json(
+            {"store": str(url), "run_id": run_id, "steps": len(page.log.steps), "output": str(path)}
+        )
+    else:
+        output.line(f"wrote {path} ({len(page.log.steps)} steps); open it in a browser.")
     if page.damage is not None:
         raise CliError(
             ExitCode.CORRUPT_LOG,
