@@ -252,7 +252,7 @@ class Driver:
                 call_id=None,
                 step_wall_ms=self.elapsed_ms(started),
             )
-            await self.complete(step, None, None)
+            await self.complete(step, None, None, result)
             return self.stop_reason(step, completes_run=False)
         decision, head = self.interpret(k, result.reply, prompt_chars)
         if isinstance(decision, InvalidDecision):
@@ -265,7 +265,7 @@ class Driver:
                 observation_is_synthetic=True,
                 step_wall_ms=self.elapsed_ms(started),
             )
-            await self.complete(step, None, None)
+            await self.complete(step, None, None, result)
             return self.stop_reason(step, completes_run=False)
 
         self.parse_failures_in_a_row = 0
@@ -279,9 +279,9 @@ class Driver:
                 step_wall_ms=self.elapsed_ms(started),
             )
             self.final_answer = decision.text
-            await self.complete(step, None, None)
+            await self.complete(step, None, None, result)
             return self.stop_reason(step, completes_run=False)
-        return await self.act(k, decision, head, started)
+        return await self.act(k, decision, head, started, result)
 
     def interpret(self, k: int, reply: ModelReply, prompt_chars: int) -> tuple[Decision, _Head]:
         """Parse ``reply``; the decision and the step fields known from the reply alone."""
@@ -296,7 +296,9 @@ class Driver:
         )
         return parsed.decision, head
 
-    async def act(self, k: int, action: Action, head: _Head, started: float) -> StopReason | None:
+    async def act(
+        self, k: int, action: Action, head: _Head, started: float, result: ModelCallResult
+    ) -> StopReason | None:
         """An action of step ``k``: rejected by the registry, or announced and executed."""
         call = action.tool_call
         replay_policy = ReplayPolicy.NEVER
@@ -317,7 +319,7 @@ class Driver:
                     tool_arguments=canonical_arguments(call.arguments),
                     action_status=ActionStatus.NOT_EXECUTED,
                 )
-                await self.complete(step, None, None)
+                await self.complete(step, None, None, result)
                 return self.stop_reason(step, completes_run=False)
             spec = self.request.tools.spec_for(call.name)
             assert spec is not None  # validate() accepted the name
@@ -325,10 +327,16 @@ class Driver:
         await self.store.write_intent(
             Intent(self.run_id, IntentKind.ACTION, k, action_result_id(k), replay_policy)
         )
-        return await self.execute_announced(k, action, head, started, completes_run)
+        return await self.execute_announced(k, action, head, started, completes_run, result)
 
     async def execute_announced(
-        self, k: int, action: Action, head: _Head, started: float, completes_run: bool
+        self,
+        k: int,
+        action: Action,
+        head: _Head,
+        started: float,
+        completes_run: bool,
+        result: ModelCallResult,
     ) -> StopReason | None:
         """Execute the action whose intent is written and record step ``k`` with its outcome."""
         outcome = await self.execute(action)
@@ -348,7 +356,7 @@ class Driver:
         )
         if outcome.status is ActionStatus.EXECUTED:
             self.actions_executed += 1
-        await self.complete(step, action_result_id(k), outcome)
+        await self.complete(step, action_result_id(k), outcome, result)
         return self.stop_reason(step, completes_run=completes_run)
 
     async def call_model(self, call: ModelCall) -> ModelCallResult:
@@ -404,7 +412,11 @@ class Driver:
         return max(0, round((self.clock() - started) * 1000))
 
     async def complete(
-        self, step: StepRecord, result_id: str | None, outcome: ActionOutcome | None
+        self,
+        step: StepRecord,
+        result_id: str | None,
+        outcome: ActionOutcome | None,
+        model_result: ModelCallResult,
     ) -> None:
         replayed, self.replaying = self.replaying, None
         await self.store.write_step_completed(
@@ -413,7 +425,13 @@ class Driver:
         self.steps.append(step)
         self.prompt.add_step(step.raw_output, step.observation)
         await self.events.emit(
-            Event(EventKind.STEP_COMPLETED, self.run_id, step.step_idx, step=step)
+            Event(
+                EventKind.STEP_COMPLETED,
+                self.run_id,
+                step.step_idx,
+                step=step,
+                model_result=model_result,
+            )
         )
 
     # -- the end ----------------------------------------------------------------------------
@@ -544,6 +562,7 @@ async def _start(
             request.run_id,
             0,
             injection_entry_ids=entry_ids(request),
+            parameter_snapshot=snapshot,
         )
     )
     return await invocation.drive()

@@ -112,6 +112,9 @@ async def _continue(
             plan.next_step,
             resumed=True,
             injection_entry_ids=entry_ids(request),
+            parameter_snapshot=log.started.parameter_snapshot,
+            resume_move=plan.move.value,
+            intent_in_doubt=plan.intent_in_doubt,
         )
     )
     return await driver.drive(settle(driver, plan, log))
@@ -155,7 +158,7 @@ async def settle(driver: Driver, plan: ResumePlan, log: RunLog) -> StopReason | 
     _, head = driver.interpret(k, result.reply, prompt_chars)
     driver.parse_failures_in_a_row = 0
     driver.replaying = IntentKind.ACTION
-    return await driver.execute_announced(k, action, head, started, completes_run)
+    return await driver.execute_announced(k, action, head, started, completes_run, result)
 
 
 def _action_in_doubt(
