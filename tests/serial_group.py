@@ -28,6 +28,7 @@ SERIAL = (
     "adapters/mcp/test_mcp_real_servers.py",
     "batch",
     "cli/test_demo.py",
+    "cli/test_view_browser.py",
     "crash/test_crash_matrix.py",
     "integration/test_cancellation.py",
     "integration/test_run_leases.py",
