@@ -5,7 +5,11 @@ field by field, in each format; a damaged store gives what it can and says what 
 from __future__ import annotations
 
 import asyncio
+import csv
+import io
+import json
 import math
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +17,17 @@ import duckdb
 import pandas
 import polars
 import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
+from polyloop import testing
+from polyloop.ports import RunLog
+from polyloop.serialization import to_dict
 from polyloop.stores.sqlite import SqliteRunStore
-from polyloop.stores.step_table import column_type, step_columns
+from polyloop.stores.step_table import column_type, step_columns, step_rows_of
+from polyloop.types import RunStarted, StepCompleted, StepRecord
+from polyloop_cli.steps import write_rows
+from tests import strategies
 from tests.cli._kit import assert_one_line_error, headline, polyloop
 from tests.cli.test_damaged_stores import RUNS as DAMAGED_RUNS
 from tests.cli.test_damaged_stores import STEPS as DAMAGED_STEPS
@@ -199,3 +211,82 @@ def test_an_unwritable_output_is_one_line(
     result = polyloop("steps", "--store", store_url, "--format", "csv", "-o", str(output), env=env)
     assert_one_line_error(result, 7)
     assert "choose a writable -o path" in result.stderr
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    steps=st.lists(strategies.step_records, min_size=1, max_size=4),
+    binding=st.dictionaries(strategies.short_texts, strategies.short_texts, max_size=2),
+    fmt=st.sampled_from(["parquet", "jsonl", "csv"]),
+)
+def test_any_rows_written_read_back_the_same(
+    steps: list[StepRecord], binding: dict[str, str], fmt: str
+) -> None:
+    """Any StepRecords (any text, any count): each format gives back every value, Parquet and
+    JSON Lines exactly, CSV as text (``None`` and ``""`` one empty cell)."""
+    # The table's whole numbers are 64-bit (a larger count is refused, naming run and step).
+    assume(
+        all(
+            type(value) is not int or value < 2**63
+            for step in steps
+            for value in to_dict(step).values()
+        )
+    )
+    snapshot = {f"request.model_binding.{key}": value for key, value in binding.items()}
+    log = RunLog(
+        started=RunStarted("r", snapshot),
+        steps=tuple(StepCompleted("r", None, None, step) for step in steps),
+    )
+    rows = list(step_rows_of("r", log))
+    columns = step_columns(key for row in rows for key in row if key.startswith("model_binding."))
+    with tempfile.TemporaryFile() as target:
+        write_rows(fmt, target, columns, iter(rows))
+        target.seek(0)
+        data = target.read()
+    expected = [{column: row.get(column) for column in columns} for row in rows]
+    if fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        assert expected == pq.read_table(io.BytesIO(data)).to_pylist()
+    elif fmt == "jsonl":
+        assert expected == [json.loads(line) for line in data.split(b"\n") if line]
+    else:
+        header, *lines = list(csv.reader(io.StringIO(data.decode("utf-8"), newline="")))
+        assert list(columns) == header
+        as_text = [
+            {
+                key: ""
+                if value is None
+                else ("true" if value else "false")
+                if isinstance(value, bool)
+                else str(value)
+                for key, value in row.items()
+            }
+            for row in expected
+        ]
+        assert as_text == [dict(zip(header, line, strict=True)) for line in lines]
+
+
+def test_a_count_beyond_64_bits_is_refused_naming_run_and_step(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """A StepRecord count the table's int64 columns cannot hold: exit 2, one line naming the
+    run, the step and the field, and no file."""
+    step = testing.tool_step("huge", 0, prompt_chars=2**63)
+    records = [testing.run_started("huge"), *step.records]
+    path = tmp_path / "runs.sqlite"
+
+    async def make() -> None:
+        async with SqliteRunStore(path) as store:
+            await testing.write_records(store, records)
+
+    asyncio.run(make())
+    output = tmp_path / "steps.csv"
+    result = polyloop(
+        "steps", "--store", f"sqlite://{path}", "--format", "csv", "-o", str(output), env=env
+    )
+    assert_one_line_error(result, 2)
+    assert headline(result).startswith(
+        f"step 0 of run 'huge' has prompt_chars = {2**63}, beyond the table's 64-bit"
+    )
+    assert not output.exists()

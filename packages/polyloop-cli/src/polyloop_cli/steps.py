@@ -32,7 +32,7 @@ from polyloop_cli.invocation import suggest
 from polyloop_cli.render import Output
 from polyloop_cli.stores import StoreUrl, default_store_url, open_store, parse_store_url
 
-__all__ = ["FORMATS", "steps", "write_table"]
+__all__ = ["FORMATS", "steps", "write_rows", "write_table"]
 
 #: The table formats ``--format`` takes.
 FORMATS = ("parquet", "csv", "jsonl")
@@ -117,11 +117,38 @@ def _write_parquet(
 _WRITERS = {"parquet": _write_parquet, "csv": _write_csv, "jsonl": _write_jsonl}
 
 
+def write_rows(
+    fmt: str, target: IO[bytes], columns: Sequence[str], rows: Iterator[dict[str, Any]]
+) -> None:
+    """Write ``rows`` (a row lacks a column: ``None``) with ``columns`` to ``target`` in ``fmt``
+    (one of :data:`FORMATS`), batch by batch."""
+    _WRITERS[fmt](target, columns, rows)
+
+
+#: The largest whole number a column holds (Parquet ``int64``, and the spool's JSON).
+INT64_MAX = 2**63 - 1
+
+
+def _too_large(row: dict[str, Any]) -> CliError | None:
+    for column, value in row.items():
+        if type(value) is int and value > INT64_MAX:
+            return CliError(
+                ExitCode.USAGE,
+                f"step {row['step_idx']} of run {shown_id(str(row['run_id']))} has {column} = "
+                f"{value}, beyond the table's 64-bit whole numbers; leave that run out (--run) "
+                "and read it with `polyloop export`.",
+            )
+    return None
+
+
 async def _spool(table: StepTable, spool: IO[bytes]) -> tuple[int, set[str]]:
     count = 0
     bindings: set[str] = set()
     async for row in table:
         bindings.update(key for key in row if key.startswith("model_binding."))
+        problem = _too_large(row)
+        if problem is not None:
+            raise problem
         spool.write(orjson.dumps(row) + b"\n")
         count += 1
     return count, bindings
@@ -144,7 +171,7 @@ def _finish(fmt: str, columns: Sequence[str], spool: IO[bytes], output: Path) ->
         dir=output.parent, prefix=".polyloop-steps-", delete=False
     ) as target:
         try:
-            _WRITERS[fmt](target, columns, _spooled(spool))
+            write_rows(fmt, target, columns, _spooled(spool))
         except BaseException:
             Path(target.name).unlink(missing_ok=True)
             raise
