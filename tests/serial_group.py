@@ -32,6 +32,7 @@ SERIAL = (
     "adapters/otel/test_phoenix.py",
     "batch",
     "cli/test_demo.py",
+    "cli/test_view_browser.py",
     "crash/test_crash_matrix.py",
     "integration/test_cancellation.py",
     "integration/test_run_leases.py",

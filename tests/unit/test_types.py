@@ -138,6 +138,8 @@ EXPECTED_FIELDS: dict[type[Any], list[tuple[str, object, object]]] = {
         ("result_id", str | None, _NO_DEFAULT),
         ("action_outcome", ActionOutcome | None, _NO_DEFAULT),
         ("step", StepRecord, _NO_DEFAULT),
+        # added after schema 1.0, defaulted and optional on read (design 0048)
+        ("replayed_on_resume", IntentKind | None, None),
     ],
     RunFinished: [("run_id", str, _NO_DEFAULT), ("result", RunResult, _NO_DEFAULT)],
 }

@@ -749,9 +749,13 @@ def _snapshot_text(log: RunLog, masks: tuple[str, ...] = ()) -> tuple[str, list[
 def _register_demo() -> None:
     from polyloop_cli.batch import batch
     from polyloop_cli.demo import demo
+    from polyloop_cli.steps import steps
+    from polyloop_cli.view import view
 
     cli.add_command(demo)
     cli.add_command(batch)
+    cli.add_command(steps)
+    cli.add_command(view)
 
 
 _register_demo()

@@ -614,8 +614,15 @@ class StepCompleted:
     result_id: str | None
     action_outcome: ActionOutcome | None
     step: StepRecord
+    #: The call of this step that ``resume`` made again because a crash had left it in doubt:
+    #: ``MODEL_CALL`` (the model was called again) or ``ACTION`` (the action was executed
+    #: again, its replay policy being ``safe``); ``None`` when nothing was made twice. Added
+    #: after schema 1.0 (design 0048): a stored record without it reads back ``None``.
+    replayed_on_resume: IntentKind | None = field(default=None, metadata={"optional_on_read": True})
 
     def __post_init__(self) -> None:
+        if self.replayed_on_resume is not None:
+            self._check_replay()
         if (self.result_id is None) != (self.action_outcome is None):
             raise ConfigurationError(
                 f"StepCompleted for step {self.step.step_idx} of run {self.run_id!r} has "
@@ -625,6 +632,19 @@ class StepCompleted:
             )
         if self.result_id == "":
             raise ConfigurationError("StepCompleted.result_id is empty; use None for no action.")
+
+    def _check_replay(self) -> None:
+        replayed = self.replayed_on_resume
+        if not isinstance(replayed, IntentKind):
+            raise ConfigurationError(
+                f"StepCompleted.replayed_on_resume must be an IntentKind or None, got {replayed!r}."
+            )
+        if replayed is IntentKind.ACTION and self.result_id is None:
+            raise ConfigurationError(
+                f"StepCompleted for step {self.step.step_idx} of run {self.run_id!r} says its "
+                "action was replayed on resume but records no action; leave replayed_on_resume "
+                "None, or set result_id and action_outcome."
+            )
 
 
 @fast_frozen_init

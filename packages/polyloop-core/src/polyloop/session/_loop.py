@@ -175,6 +175,8 @@ class Driver:
         self.parse_failures_in_a_row = 0
         self.final_answer: str | None = None
         self.finish_written = False
+        #: The call ``resume`` is making again for the step it settles (recorded with it).
+        self.replaying: IntentKind | None = None
 
     # -- rebuilding from a log ------------------------------------------------------------
 
@@ -423,7 +425,10 @@ class Driver:
         outcome: ActionOutcome | None,
         model_result: ModelCallResult,
     ) -> None:
-        await self.store.write_step_completed(StepCompleted(self.run_id, result_id, outcome, step))
+        replayed, self.replaying = self.replaying, None
+        await self.store.write_step_completed(
+            StepCompleted(self.run_id, result_id, outcome, step, replayed)
+        )
         self.steps.append(step)
         self.prompt.add_step(step)
         if step.calls_not_executed:

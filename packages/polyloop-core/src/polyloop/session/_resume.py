@@ -37,7 +37,14 @@ from polyloop.session._loop import (
     leased,
     run_snapshot,
 )
-from polyloop.types import Intent, ModelCallResult, ReplayPolicy, RunResult, StopReason
+from polyloop.types import (
+    Intent,
+    IntentKind,
+    ModelCallResult,
+    ReplayPolicy,
+    RunResult,
+    StopReason,
+)
 
 __all__ = ["resume", "settle"]
 
@@ -137,6 +144,7 @@ async def settle(driver: Driver, plan: ResumePlan, log: RunLog) -> StopReason | 
     await driver.events.emit(Event(EventKind.STEP_STARTED, driver.run_id, k))
     if move is ResumeMove.CALL_MODEL_AGAIN:
         assert plan.intent_in_doubt is not None
+        driver.replaying = IntentKind.MODEL_CALL
         result = await driver.model_result(k, plan.intent_in_doubt.result_id)
     else:
         assert plan.model_result is not None
@@ -149,6 +157,7 @@ async def settle(driver: Driver, plan: ResumePlan, log: RunLog) -> StopReason | 
     assert result.reply is not None  # validate_log: an action intent follows a reply
     _, head = driver.interpret(k, result.reply, prompt_chars)
     driver.parse_failures_in_a_row = 0
+    driver.replaying = IntentKind.ACTION
     return await driver.execute_announced(k, action, head, started, completes_run, result)
 
 
