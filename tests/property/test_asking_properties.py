@@ -51,7 +51,7 @@ class Step:
 
 
 def _step(kind: str) -> st.SearchStrategy[Step]:
-    texts = st.text(alphabet="abcé 中", min_size=1, max_size=8)
+    texts = st.text(alphabet="abcé 中", min_size=1, max_size=8).filter(str.strip)
     if kind == "refund":
         verdicts = st.sampled_from(["approve", "edit", "reject"])
         amounts = st.integers(51, 500)
