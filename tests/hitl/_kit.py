@@ -194,3 +194,36 @@ class AskingCrashBeforeStore(AskingCrashingStore):
 def approved_steps(log: RunLog) -> set[int]:
     """Steps whose ask was approved or edited."""
     return {a.step for a in log.answers if a.verdict in (Verdict.APPROVE, Verdict.EDIT)}
+
+
+class LedgerEffects(Effects):
+    """Effects written to a file, one line each, synced before the tool returns: what ran is
+    known across processes, also those killed with SIGKILL. ``hang_on``: after writing the
+    effect of that name, print ``in-action`` and hang (until killed)."""
+
+    def __init__(self, path: str, hang_on: str = "") -> None:
+        super().__init__()
+        self.path = path
+        self.hang_on = hang_on
+
+    def hit(self, name: str) -> str:
+        import os
+        import sys
+        import time
+
+        with open(self.path, "a", encoding="utf-8") as ledger:
+            ledger.write(name + "\n")
+            ledger.flush()
+            os.fsync(ledger.fileno())
+        self.counts[name] += 1
+        if name == self.hang_on:
+            os.write(sys.stdout.fileno(), b"in-action\n")
+            time.sleep(3600)
+        return f"{name} done"
+
+    def ledger(self) -> list[str]:
+        try:
+            with open(self.path, encoding="utf-8") as ledger:
+                return ledger.read().split()
+        except FileNotFoundError:
+            return []
