@@ -27,7 +27,7 @@ import pytest
 
 from polyloop.asking import RunParked, Verdict
 from polyloop.recovery import validate_log
-from polyloop.session import run_or_park
+from polyloop.session import resume_or_park, run_or_park
 from polyloop.types import StopReason
 from tests.hitl._kit import (
     GATED_SCENARIO,
@@ -142,7 +142,8 @@ async def test_a_kill_around_an_ask_or_a_decision_loses_nothing_and_repeats_noth
 @pytest.mark.parametrize("kind", DURABLE_KINDS)
 async def test_two_processes_deciding_at_once_exactly_one_wins(kind: str, tmp_path: object) -> None:
     """Two deciders released together: one decision is recorded, the other is refused with
-    AskNotPendingError (the ask is already decided)."""
+    AskNotPendingError (the ask is already decided). The run parked in this process, was
+    decided in others, and this process then carries the decision out (hours of waiting)."""
     where = str(tmp_path)
     store = open_store(kind, where)
     try:
@@ -175,5 +176,14 @@ async def test_two_processes_deciding_at_once_exactly_one_wins(kind: str, tmp_pa
         validate_log(log, "race")
         winner = "approve" if outcomes[0] == "won" else "reject"
         assert [winner] == [a.verdict.value for a in log.answers]
+        effects = LedgerEffects(os.path.join(where, "ledger"))
+        again = await resume_or_park(
+            definition(GATED_SCENARIO, store),
+            gated_request("race", effects),
+            approval_policy=AboveLimit(),
+        )
+        assert isinstance(again, RunParked)
+        assert 1 == again.steps_done
+        assert (["refund:80"] if winner == "approve" else []) == effects.ledger()
     finally:
         await close_store(store)
