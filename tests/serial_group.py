@@ -37,6 +37,7 @@ SERIAL = (
     "integration/test_cancellation.py",
     "integration/test_run_leases.py",
     "stores/test_event_loop.py",
+    "stores/test_gated_sigkill.py",
     "stores/test_idle_wait.py",
     "stores/test_lease_races.py",
     "stores/test_postgres_lease.py",

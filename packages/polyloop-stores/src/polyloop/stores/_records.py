@@ -16,6 +16,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from polyloop.asking import (
+    UserAnswered,
+    UserAsked,
+)
 from polyloop.errors import CorruptLogError, DuplicateRecordError, RunAlreadyStartedError
 from polyloop.ports import RunLog
 from polyloop.recovery import WriteOrderCheck
@@ -32,7 +36,9 @@ from polyloop.types import (
 __all__ = ["KeySet", "LogBuilder", "RecordKey", "describe_key", "duplicate_error", "record_key"]
 
 #: What a log holds at most once of: ``("intent", kind, result_id)``, ``("result",
-#: result_id)``, ``("step", step_idx)``, ``("run_started",)`` or ``("run_finished",)``.
+#: result_id)``, ``("step", step_idx)``, ``("asked", step)``, ``("answered", step)`` (one
+#: ask per step and one decision per ask, design 0037), ``("run_started",)`` or
+#: ``("run_finished",)``.
 RecordKey = tuple[str | int, ...]
 
 
@@ -52,6 +58,10 @@ def record_key(record: LogRecord) -> RecordKey:
         return ("result", record.result_id)
     if isinstance(record, StepCompleted):
         return ("step", record.step.step_idx)
+    if isinstance(record, UserAsked):
+        return ("asked", record.step)
+    if isinstance(record, UserAnswered):
+        return ("answered", record.step)
     return _STARTED if isinstance(record, RunStarted) else _FINISHED
 
 
@@ -88,6 +98,10 @@ def describe_key(key: RecordKey) -> str:
         return f"ModelCallResult with result_id {key[1]!r}"
     if key[0] == "step":
         return f"StepCompleted of step {key[1]}"
+    if key[0] == "asked":
+        return f"UserAsked of step {key[1]}"
+    if key[0] == "answered":
+        return f"UserAnswered (a decision) of step {key[1]}"
     return "RunStarted" if key[0] == "run_started" else "RunFinished"
 
 
@@ -121,6 +135,8 @@ class LogBuilder:
     """
 
     __slots__ = (
+        "_answers",
+        "_asks",
         "_finished",
         "_intents",
         "_order",
@@ -142,6 +158,8 @@ class LogBuilder:
         self._steps: list[StepCompleted] = []
         self._step_records: dict[int, StepRecord] = {}
         self._finished: RunFinished | None = None
+        self._asks: list[UserAsked] = []
+        self._answers: list[UserAnswered] = []
         #: Every key added so far, with the number of the unit it was found at.
         self._seen: dict[RecordKey, int] = {}
         self._order = WriteOrderCheck(where)
@@ -181,10 +199,15 @@ class LogBuilder:
         elif tag == "result":
             self._results.append(record)  # type: ignore[arg-type]
         elif tag == "step":
-            self._steps.append(record)  # type: ignore[arg-type]
-            self._step_records[key[1]] = record.step  # type: ignore[index, union-attr]
+            assert isinstance(record, StepCompleted)
+            self._steps.append(record)
+            self._step_records[record.step.step_idx] = record.step
         elif tag == "run_started":
             self._started = record  # type: ignore[assignment]
+        elif tag == "asked":
+            self._asks.append(record)  # type: ignore[arg-type]
+        elif tag == "answered":
+            self._answers.append(record)  # type: ignore[arg-type]
         else:
             self._finished = record  # type: ignore[assignment]
 
@@ -196,4 +219,6 @@ class LogBuilder:
             model_results=tuple(self._results),
             steps=tuple(self._steps),
             finished=self._finished,
+            asks=tuple(self._asks),
+            answers=tuple(self._answers),
         )

@@ -24,6 +24,10 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from polyloop.asking import (
+    UserAnswered,
+    UserAsked,
+)
 from polyloop.errors import PolyLoopError
 from polyloop.ports import RunLog
 from polyloop.serialization import LogRecord
@@ -141,6 +145,8 @@ def assemble(records: Iterable[LogRecord]) -> RunLog:
     intents: list[Intent] = []
     results: list[ModelCallResult] = []
     steps: list[StepCompleted] = []
+    asks: list[UserAsked] = []
+    answers: list[UserAnswered] = []
     for record in records:
         if isinstance(record, RunStarted):
             started = started or record
@@ -150,9 +156,21 @@ def assemble(records: Iterable[LogRecord]) -> RunLog:
             results.append(record)
         elif isinstance(record, StepCompleted):
             steps.append(record)
+        elif isinstance(record, UserAsked):
+            asks.append(record)
+        elif isinstance(record, UserAnswered):
+            answers.append(record)
         else:
             finished = finished or record
-    return RunLog(started, tuple(intents), tuple(results), tuple(steps), finished)
+    return RunLog(
+        started,
+        tuple(intents),
+        tuple(results),
+        tuple(steps),
+        finished,
+        tuple(asks),
+        tuple(answers),
+    )
 
 
 def _keep(
