@@ -8,13 +8,14 @@ path independent of the table's own code.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+import json
 from typing import Any
 
 from polyloop import testing
 from polyloop.ports import RunStore
 from polyloop.serialization import LogRecord, to_dict
 from polyloop.testing import StepWrites
-from polyloop.types import ActionStatus, StopReason
+from polyloop.types import ActionStatus, StepRecord, StopReason
 
 #: The runs: (run_id, model binding, steps, stop reason or None while unfinished).
 RUNS: tuple[tuple[str, dict[str, str], list[StepWrites], StopReason | None], ...] = (
@@ -70,13 +71,23 @@ async def fill(store: RunStore, runs: Iterable[Any] = RUNS) -> None:
         await testing.write_records(store, run_records(*run))
 
 
+def step_cells(step: StepRecord) -> dict[str, Any]:
+    """A step's cells as ``to_dict`` gives its fields, a tuple field (``calls_not_executed``,
+    left out of ``to_dict`` while empty) as the JSON array text the table holds."""
+    cells = to_dict(step)
+    cells["calls_not_executed"] = json.dumps(
+        cells.get("calls_not_executed", []), ensure_ascii=False, sort_keys=True
+    )
+    return cells
+
+
 def expected_rows(runs: Iterable[Any] = RUNS) -> list[dict[str, Any]]:
     """Every step of ``runs`` as a row with every column (``None`` for a binding a run lacks)."""
     rows = []
     for run_id, binding, steps, reason in runs:
         for step in steps:
             row: dict[str, Any] = {"run_id": run_id}
-            row.update(to_dict(step.step))
+            row.update(step_cells(step.step))
             row["stop_reason"] = None if reason is None else reason.value
             for column in BINDING_COLUMNS:
                 row[column] = binding.get(column.removeprefix("model_binding."))

@@ -1,6 +1,6 @@
 """Every StepRecord of a store's runs as the rows of one table, for research code (design 0047).
 
-A row is one step: ``run_id``, the eighteen :class:`~polyloop.types.StepRecord` fields under
+A row is one step: ``run_id``, every :class:`~polyloop.types.StepRecord` field under
 their own names (``action_status`` as its string value), the run's ``stop_reason`` (``None``
 while it has not finished) and one ``model_binding.<key>`` column per key of the run's model
 binding, as the parameter snapshot records it (``request.model_binding.<key>``). Rows come one run at a time, so a table of ten
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import types
 import typing
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
@@ -50,7 +51,8 @@ __all__ = [
     "step_rows_of",
 ]
 
-#: The eighteen StepRecord fields, in their declared order: the table's middle columns.
+#: The StepRecord fields (the seeds' eighteen, then later defaulted ones such as
+#: ``calls_not_executed``, a JSON array as text), in declared order: the middle columns.
 STEP_FIELDS: tuple[str, ...] = tuple(field.name for field in dataclasses.fields(StepRecord))
 #: The column before the step fields and the column after them.
 RUN_COLUMNS: tuple[str, str] = ("run_id", "stop_reason")
@@ -88,7 +90,8 @@ def _field_types() -> dict[str, ColumnType]:
             kind = "bool"
         elif hint is int:
             kind = "int"
-        elif hint is str:
+        elif hint is str or typing.get_origin(hint) is tuple:
+            # A tuple of values (``calls_not_executed``) is one text cell: its JSON array.
             kind = "str"
         else:  # pragma: no cover - a StepRecord field of another type needs a column type
             raise TypeError(f"StepRecord.{name}: no column type for {hint!r}")
@@ -117,7 +120,7 @@ def column_type(column: str) -> ColumnType:
 
 
 def step_columns(binding_columns: Iterable[str] = ()) -> tuple[str, ...]:
-    """The table's columns, in order: ``run_id``, the eighteen fields, ``stop_reason``, then
+    """The table's columns, in order: ``run_id``, the StepRecord fields, ``stop_reason``, then
     ``binding_columns`` (each ``model_binding.<key>``, as the rows name them), sorted."""
     bindings = sorted(set(binding_columns))
     for column in bindings:
@@ -131,6 +134,10 @@ def step_columns(binding_columns: Iterable[str] = ()) -> tuple[str, ...]:
 def _plain(value: object) -> str | int | bool | None:
     if isinstance(value, Enum):
         return str(value.value)
+    if isinstance(value, tuple):
+        return json.dumps(
+            [dataclasses.asdict(item) for item in value], ensure_ascii=False, sort_keys=True
+        )
     assert value is None or isinstance(value, str | int | bool), value
     return value
 
