@@ -85,6 +85,16 @@ def test_a_run_finished_referring_to_a_step_the_log_lacks_is_corrupt() -> None:
         decode_stored(line, {}, "runs.db, run_records seq 9")
 
 
+def test_a_salvage_keeps_a_run_finished_without_the_steps_it_cannot_read() -> None:
+    """Salvaging, the RunFinished comes back with the steps the log still holds (the
+    unreadable step's own line is what the salvage reports)."""
+    first, second = step_completed("r", 0, "a").step, step_completed("r", 1, "b").step
+    record = RunFinished("r", replace(finished("r", 0).result, steps=(first, second)))
+    line = stored_line(record, {0: first, 1: second})
+    salvaged = decode_stored(line, {1: second}, salvaging=True)
+    assert RunFinished("r", replace(record.result, steps=(second,))) == salvaged
+
+
 @pytest.mark.parametrize(
     "line",
     [

@@ -97,7 +97,11 @@ def _strict(line: str | bytes) -> LogRecord:
 
 
 def decode_stored(
-    line: str | bytes, steps: Mapping[int, StepRecord] | None, where: str = "the log"
+    line: str | bytes,
+    steps: Mapping[int, StepRecord] | None,
+    where: str = "the log",
+    *,
+    salvaging: bool = False,
 ) -> LogRecord:
     """The record a store wrote as ``line`` with :func:`stored_line`.
 
@@ -105,7 +109,8 @@ def decode_stored(
     the record's run_id and key are wanted: a ``RunFinished`` that refers to steps then comes
     back without them). Raises what :func:`polyloop.serialization.loads_log_record` raises,
     and :class:`CorruptLogError` for a ``RunFinished`` that refers to a step the log does not
-    hold before it (``where`` names the place in messages). ``orjson`` parses; whatever it
+    hold before it (``where`` names the place in messages) — unless ``salvaging``: then such
+    a step is left out of the result (the salvage reports its own line). ``orjson`` parses; whatever it
     refuses or reads differently (a huge integer becomes a float) goes to the standard
     library's reader, as in ``_decoding``.
     """
@@ -120,7 +125,7 @@ def decode_stored(
             return _strict(line)
     if payload is not None:
         try:
-            return _expand(payload, steps, where)
+            return _expand(payload, steps, where, salvaging)
         except ValueError:
             pass
     try:
@@ -129,15 +134,18 @@ def decode_stored(
         return _strict(line)
     if not _marked(payload):
         return _strict(line)
-    return _expand(payload, steps, where)
+    return _expand(payload, steps, where, salvaging)
 
 
 def _expand(
-    payload: dict[str, Any], steps: Mapping[int, StepRecord] | None, where: str
+    payload: dict[str, Any],
+    steps: Mapping[int, StepRecord] | None,
+    where: str,
+    salvaging: bool,
 ) -> LogRecord:
     if _SAME_OBSERVATION in payload:
         return _with_observation(payload)
-    return _with_steps(payload, steps, where)
+    return _with_steps(payload, steps, where, salvaging)
 
 
 def _slim(payload: dict[str, Any], key: str) -> LogRecord:
@@ -173,7 +181,10 @@ def _with_observation(payload: dict[str, Any]) -> LogRecord:
 
 
 def _with_steps(
-    payload: dict[str, Any], steps: Mapping[int, StepRecord] | None, where: str
+    payload: dict[str, Any],
+    steps: Mapping[int, StepRecord] | None,
+    where: str,
+    salvaging: bool,
 ) -> LogRecord:
     indices = payload[_STEPS_OF_LOG]
     record = _slim(payload, _STEPS_OF_LOG)
@@ -187,7 +198,9 @@ def _with_steps(
     if steps is None:
         return record
     missing = [index for index in indices if index not in steps]
-    if missing:
+    if missing and salvaging:
+        indices = [index for index in indices if index in steps]
+    elif missing:
         raise CorruptLogError(
             f"{where}: the RunFinished of run {record.run_id!r} refers to the StepCompleted of "
             f"step {missing[0]}, which the log does not hold before it. Rows or lines were "

@@ -127,8 +127,11 @@ def _decode(
     text: str | bytes, steps: dict[int, StepRecord] | None = None, where: str = "the log"
 ) -> LogRecord:
     """The record, with what the store wrote by reference put back from the ``steps`` read so
-    far (``_stored_form``); without ``steps``, only its run_id and key are exact."""
-    record = decode_stored(text.decode("utf-8") if isinstance(text, bytes) else text, steps, where)
+    far (``_stored_form``); without ``steps``, only its run_id and key are exact. A
+    ``RunFinished`` that refers to a step whose own line or row is unreadable comes back
+    without that step (the step's line or row is the one reported)."""
+    text = text.decode("utf-8") if isinstance(text, bytes) else text
+    record = decode_stored(text, steps, where, salvaging=True)
     if steps is not None and isinstance(record, StepCompleted):
         steps.setdefault(record.step.step_idx, record.step)
     return record
