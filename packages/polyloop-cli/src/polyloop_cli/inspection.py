@@ -132,6 +132,7 @@ def run_summary(
             "tail": None,
             "corrupt": damage,
             "holder": holder_json(holder),
+            "follows_run_id": None,
         }
     verdict = damage if damage is not None else corruption(log, run_id)
     snapshot: Mapping[str, str] = log.started.parameter_snapshot if log.started else {}
@@ -147,6 +148,7 @@ def run_summary(
         "tail": None,
         "corrupt": verdict,
         "holder": holder_json(holder),
+        "follows_run_id": None if log.started is None else log.started.follows_run_id,
     }
     if verdict is not None:
         row["status"] = "corrupt"

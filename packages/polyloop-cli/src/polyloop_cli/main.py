@@ -25,6 +25,7 @@ from polyloop.ports import LeaseHolder, RunLog
 from polyloop.serialization import dumps, to_dict
 from polyloop.stores.urls import shown_url
 from polyloop.types import StepRecord
+from polyloop_cli.conversation import earlier_turns
 from polyloop_cli.errors import CliError, ExitCode, shown_id
 from polyloop_cli.inspection import (
     StepSpan,
@@ -205,14 +206,24 @@ def runs(store: str | None, as_json: bool) -> None:
     elif not rows:
         output.line(f"No runs in {url}. `{suggest('demo')}` makes some.")
     else:
+        # A follow-up run (design 0052) names the run it continues; the column only appears
+        # when some run is one.
+        follows = any(row["follows_run_id"] is not None for row in rows)
         output.table(
-            (Column("RUN ID"), Column("STEPS"), Column("STATUS"), Column("MODEL", Fit.TRUNCATE)),
+            (
+                Column("RUN ID"),
+                Column("STEPS"),
+                Column("STATUS"),
+                Column("MODEL", Fit.TRUNCATE),
+                *((Column("FOLLOWS"),) if follows else ()),
+            ),
             [
                 (
                     row["run_id"],
                     "" if row["steps"] is None else row["steps"],
                     status_text(row["status"], row["stop_reason"], _running(row) or row["tail"]),
                     row["model"],
+                    *((row["follows_run_id"] or "",) if follows else ()),
                 )
                 for row in rows
             ],
@@ -262,6 +273,8 @@ class ShownLog:
     damage: str | None = None
     #: With ``damage``: one line per record that could not be salvaged.
     unreadable: tuple[str, ...] = ()
+    #: The runs before this one in its conversation of follow-up runs, the first run first.
+    earlier_turns: tuple[str, ...] = ()
 
 
 async def _log_to_show(choice: StoreChoice, run_id: str) -> ShownLog:
@@ -270,7 +283,9 @@ async def _log_to_show(choice: StoreChoice, run_id: str) -> ShownLog:
         if read.damage is None:
             if read.log == RunLog():
                 raise _not_found(choice, run_id)
-            return ShownLog(read.log)
+            return ShownLog(
+                read.log, earlier_turns=await earlier_turns(store, choice.url, read.log)
+            )
         saved = await salvage(store, choice.url, run_id)
         return ShownLog(saved.log, read.damage, saved.unreadable)
 
@@ -383,6 +398,8 @@ def show(
             "model_calls": model_calls_json(log),
             "pending": pending,
             "totals": totals,
+            "queued_input": None if log.started is None else log.started.queued_input,
+            "conversation": [*shown.earlier_turns, run_id],
         }
         if shown.damage is not None:
             document["unreadable_records"] = list(shown.unreadable)
@@ -428,6 +445,15 @@ def _show_text(
         ("status", status_text(summary["status"], summary["stop_reason"], summary["tail"])),
         ("steps", total),
     ]
+    if log.started is not None and log.started.queued_input is not None:
+        chain = " → ".join((*shown.earlier_turns, run_id))
+        header.append(
+            (
+                "follows",
+                f"{log.started.follows_run_id} (turn {len(shown.earlier_turns) + 1}: {chain})",
+            )
+        )
+        header.append(("user input", log.started.queued_input))
     if log.finished is not None and log.finished.result.final_answer is not None:
         header.append(("final answer", log.finished.result.final_answer))
     if summary["tail"]:

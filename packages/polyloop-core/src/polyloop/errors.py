@@ -16,6 +16,7 @@ __all__ = [
     "PolyLoopError",
     "RunAlreadyStartedError",
     "RunLeaseHeldError",
+    "RunNotFinishedError",
     "RunNotFoundError",
     "SchemaVersionError",
     "SerializationError",
@@ -126,3 +127,7 @@ class CorruptLogError(PolyLoopError):
 
 class SnapshotMismatchError(PolyLoopError):
     """The parameters a run started with differ from the ones it is resumed with."""
+
+
+class RunNotFinishedError(PolyLoopError):
+    """``follow_up`` was asked to continue from a run that has not finished (design 0052)."""

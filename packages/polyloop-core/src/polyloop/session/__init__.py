@@ -1,4 +1,5 @@
-"""Assembly and the governed loop: ``AgentDefinition``, ``RunRequest``, ``run`` and ``resume``.
+"""Assembly and the governed loop: ``AgentDefinition``, ``RunRequest``, ``run``, ``resume`` and
+``follow_up`` (the next turn of a conversation, as a new run).
 
 It also re-exports, for imports written before they moved, eight names of
 :mod:`polyloop.recovery`, where they live and where new code imports them from: ``validate_log``
@@ -24,6 +25,7 @@ from polyloop.session._definition import (
     RunRequest,
     merge_snapshots,
 )
+from polyloop.session._follow_up import follow_up
 from polyloop.session._loop import DEFAULT_EVENT_TIMEOUT_SECONDS, run, run_snapshot
 from polyloop.session._resume import resume
 
@@ -37,6 +39,7 @@ __all__ = [
     "RunRequest",
     "TailState",
     "action_result_id",
+    "follow_up",
     "merge_snapshots",
     "model_result_id",
     "plan_resume",

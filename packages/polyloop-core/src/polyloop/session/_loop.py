@@ -67,6 +67,7 @@ __all__ = [
     "leased",
     "run",
     "run_snapshot",
+    "start",
 ]
 
 logger = logging.getLogger("polyloop")
@@ -494,7 +495,7 @@ async def run(
     """
     check_options(clock, event_timeout_seconds, lease_wait_seconds)
     return await leased(
-        _start, definition, request, clock, event_timeout_seconds, lease_wait_seconds
+        start, definition, request, clock, event_timeout_seconds, lease_wait_seconds
     )
 
 
@@ -517,12 +518,16 @@ async def leased(
         await release_run_lease(lease)
 
 
-async def _start(
+async def start(
     definition: AgentDefinition,
     request: RunRequest,
     clock: Clock,
     event_timeout_seconds: float,
+    *,
+    follows_run_id: str | None = None,
+    queued_input: str | None = None,
 ) -> RunResult:
+    """Write ``RunStarted`` (with the follow-up fields, design 0052) and drive the new run."""
     snapshot = run_snapshot(definition, request)
     invocation = Driver(definition, request, clock, event_timeout_seconds)
     existing = await definition.store.read_log(request.run_id)
@@ -532,7 +537,11 @@ async def _start(
             "once. Call resume() with the same definition and request to continue it, or use a "
             "new run_id."
         )
-    await definition.store.write_run_started(RunStarted(request.run_id, snapshot))
+    await definition.store.write_run_started(
+        RunStarted(
+            request.run_id, snapshot, follows_run_id=follows_run_id, queued_input=queued_input
+        )
+    )
     await invocation.events.emit(
         Event(
             EventKind.RUN_STARTED,

@@ -28,6 +28,7 @@ from polyloop.recovery import (
     validate_log,
 )
 from polyloop.session._definition import AgentDefinition, RunRequest, snapshot_differences
+from polyloop.session._follow_up import resumed_request
 from polyloop.session._loop import (
     DEFAULT_EVENT_TIMEOUT_SECONDS,
     Clock,
@@ -90,6 +91,7 @@ async def _continue(
         )
     if log.finished is not None:
         return log.finished.result
+    request = await resumed_request(definition.store, request, log.started)
 
     plan = plan_resume(
         log,
