@@ -201,13 +201,16 @@ def test_log_record_is_one_line_tagged_with_its_kind(record: Any) -> None:
 
 
 def test_log_record_tags_are_the_five_kinds() -> None:
-    """The five log record kinds have the five tags."""
+    """The five log record kinds have the five tags; the two records of a run that asks a
+    person (design 0037, written by gated runs only) have theirs."""
     assert {tag: cls.__name__ for tag, cls in LOG_RECORD_TYPES.items()} == {
         "run_started": "RunStarted",
         "intent": "Intent",
         "model_call_result": "ModelCallResult",
         "step_completed": "StepCompleted",
         "run_finished": "RunFinished",
+        "user_asked": "UserAsked",
+        "user_answered": "UserAnswered",
     }
 
 

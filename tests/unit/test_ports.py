@@ -13,6 +13,7 @@ from typing import Any, Protocol
 import pytest
 
 from polyloop import ports
+from polyloop.asking import UserAnswered, UserAsked
 from polyloop.ports import (
     Action,
     ActionExecutor,
@@ -104,6 +105,9 @@ EXPECTED_SHELLS: dict[type[Any], list[tuple[str, object, object]]] = {
         ("model_results", tuple[ModelCallResult, ...], ()),
         ("steps", tuple[StepCompleted, ...], ()),
         ("finished", RunFinished | None, None),
+        # added after the seed, defaulted: the records of a run that asks a person (design 0037)
+        ("asks", tuple[UserAsked, ...], ()),
+        ("answers", tuple[UserAnswered, ...], ()),
     ],
 }
 
@@ -118,7 +122,7 @@ def _own_methods(protocol: type[Any]) -> list[str]:
 
 def test_module_exports_the_seed_names() -> None:
     """`polyloop.ports.__all__` holds every name of the draft; the additions are `EventKind` and
-    the optional store capabilities (leases, listing, closing)."""
+    the optional store capabilities (leases, listing, closing, asking a person)."""
     additions = {
         "EventKind",
         "LeaseHolder",
@@ -126,6 +130,8 @@ def test_module_exports_the_seed_names() -> None:
         "RunLeasing",
         "RunListing",
         "StoreClosing",
+        "UserAsking",
+        "supports_user_asking",
     }
     assert set(ports.__all__) >= SEED_NAMES
     assert additions == set(ports.__all__) - SEED_NAMES

@@ -21,6 +21,10 @@ from typing import Protocol, runtime_checkable
 
 from polyloop._frozen import fast_frozen_init
 from polyloop._lease import LeaseHolder
+from polyloop.asking import (
+    UserAnswered,
+    UserAsked,
+)
 from polyloop.types import (
     ActionOutcome,
     Intent,
@@ -55,6 +59,8 @@ __all__ = [
     "RunStore",
     "StoreClosing",
     "ToolCall",
+    "UserAsking",
+    "supports_user_asking",
 ]
 
 # ---------------------------------------------------------------------------
@@ -153,13 +159,19 @@ class ParsedReply:
 @fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class RunLog:
-    """A whole run log as read back. ``RunLog()`` is the log of a run never written."""
+    """A whole run log as read back. ``RunLog()`` is the log of a run never written.
+
+    ``asks`` and ``answers`` (design 0037) hold the records of a run that asked a person; they
+    are empty for every other run, and a store without :class:`UserAsking` never fills them.
+    """
 
     started: RunStarted | None = None
     intents: tuple[Intent, ...] = ()
     model_results: tuple[ModelCallResult, ...] = ()
     steps: tuple[StepCompleted, ...] = ()
     finished: RunFinished | None = None
+    asks: tuple[UserAsked, ...] = ()
+    answers: tuple[UserAnswered, ...] = ()
 
 
 _NO_ENTRIES: Mapping[str, tuple[str, ...]] = MappingProxyType({})
@@ -172,6 +184,9 @@ class EventKind(StrEnum):
     STEP_STARTED = "step_started"
     STEP_COMPLETED = "step_completed"
     RUN_FINISHED = "run_finished"
+    #: The run waits for a person: its ask is recorded and the lease is given back. Last
+    #: event of that invocation (no ``RUN_FINISHED`` follows: the run has not stopped).
+    RUN_PARKED = "run_parked"
 
 
 @fast_frozen_init
@@ -195,6 +210,8 @@ class Event:
     step: StepRecord | None = None
     #: ``RUN_FINISHED`` only: the result just written.
     result: RunResult | None = None
+    #: ``RUN_PARKED`` only: the ask the run waits on.
+    ask: UserAsked | None = None
 
     def __reduce__(self) -> tuple[type[Event], tuple[object, ...]]:
         # ``injection_entry_ids`` is a read-only view, which cannot be pickled or deep-copied;
@@ -209,6 +226,7 @@ class Event:
                 dict(self.injection_entry_ids),
                 self.step,
                 self.result,
+                self.ask,
             ),
         )
 
@@ -585,3 +603,37 @@ class StoreClosing(Protocol):
         Calling it again, or after ``close``, does nothing.
         """
         ...
+
+
+@runtime_checkable
+class UserAsking(Protocol):
+    """Optional RunStore capability: the two records of a run that asks a person (design 0037).
+
+    A gated run (a tool that ``requires_approval`` or ``asks_user``, or an approval policy on
+    the request) is refused at start on a store without it; every other run never writes
+    these records. Both writes follow every rule of the other writes (durable before they
+    return, prefix durability, never aliasing), and ``read_log`` returns them in
+    :attr:`RunLog.asks` and :attr:`RunLog.answers`, in write order.
+    """
+
+    async def write_user_asked(self, record: UserAsked) -> None:
+        """Record that step ``record.step`` waits for a person, before any action intent of it.
+
+        Raises :class:`polyloop.errors.DuplicateRecordError` for a second ``UserAsked`` of
+        the same step in the run, keeping the log as it was.
+        """
+        ...
+
+    async def write_user_answered(self, record: UserAnswered) -> None:
+        """Record a person's decision on the ask of step ``record.step``.
+
+        At most once per ask: raises :class:`polyloop.errors.DuplicateRecordError` for a second
+        ``UserAnswered`` of the same step, keeping the first. When two deciders race past every
+        other check, this refusal decides which one wins: the storage decides, atomically.
+        """
+        ...
+
+
+def supports_user_asking(store: object) -> bool:
+    """Whether ``store`` can hold the records of a run that asks a person (:class:`UserAsking`)."""
+    return isinstance(store, UserAsking)

@@ -275,7 +275,8 @@ class RunRequest:
         """This request's parameters (``request.``) plus its executor's (``action_executor.``).
 
         Each tool contributes its replay policy, its ``completes_run`` flag and SHA-256 digests
-        of its JSON Schema (canonical JSON) and description.
+        of its JSON Schema (canonical JSON) and description, and ``requires_approval`` /
+        ``asks_user`` only when set (design 0037).
         """
         budget = self.budget
         own: dict[str, str] = {
@@ -298,6 +299,11 @@ class RunRequest:
             # another schema could record a step that the log's own rules refuse.
             own[f"tools.{name}.schema_sha256"] = _sha256(canonical_arguments(spec.parameters))
             own[f"tools.{name}.description_sha256"] = _sha256(spec.description)
+            # Gating keys exist only when set: an ungated run's snapshot is what it always was.
+            if spec.requires_approval:
+                own[f"tools.{name}.requires_approval"] = "true"
+            if spec.asks_user:
+                own[f"tools.{name}.asks_user"] = "true"
         binding = {f"model_binding.{key}": value for key, value in self.model_binding.items()}
         return merge_snapshots(
             ("request.", own),

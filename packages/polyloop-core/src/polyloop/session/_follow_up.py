@@ -15,6 +15,7 @@ import functools
 import time
 from collections.abc import Sequence
 
+from polyloop.asking import RunParked
 from polyloop.errors import (
     ConfigurationError,
     CorruptLogError,
@@ -23,9 +24,12 @@ from polyloop.errors import (
 )
 from polyloop.ports import RunLog, RunStore
 from polyloop.recovery import validate_log
+from polyloop.session._deciding import AskHandler
 from polyloop.session._definition import OBSERVATION_TOKEN, AgentDefinition, RunRequest
+from polyloop.session._gates import DEFAULT_REJECTED_TEMPLATE, ApprovalPolicy
 from polyloop.session._loop import (
     DEFAULT_EVENT_TIMEOUT_SECONDS,
+    Asking,
     Clock,
     check_options,
     leased,
@@ -56,16 +60,20 @@ async def follow_up(
     clock: Clock = time.monotonic,
     event_timeout_seconds: float = DEFAULT_EVENT_TIMEOUT_SECONDS,
     lease_wait_seconds: float = 0.0,
-) -> RunResult:
-    """Start run ``request.run_id`` as the next turn after run ``previous_run_id``.
+    approval_policy: ApprovalPolicy | None = None,
+    rejected_template: str = DEFAULT_REJECTED_TEMPLATE,
+    ask_now: AskHandler | None = None,
+) -> RunResult | RunParked:
+    """Start run ``request.run_id`` as the next turn after run ``previous_run_id``, like
+    :func:`run_or_park` (a gated follow-up may park; an ungated one returns its result).
 
     ``request`` is the conversation's base request (the context the first run was started
     with; only ``run_id`` differs from turn to turn). The new run's model sees that context,
     the whole chain's inputs and steps, then ``user_input``. Raises :class:`RunNotFoundError`
     when a run of the chain has no log in ``definition.store``, :class:`RunNotFinishedError`
     when one has not finished (resume it first), :class:`CorruptLogError` for a corrupt log or a
-    chain that loops, and everything :func:`run` raises. A follow-up run that stops half-way is
-    continued with :func:`resume` and the same base request.
+    chain that loops, and everything :func:`run_or_park` raises. A follow-up run that stops
+    half-way or parks is continued with :func:`resume_or_park` and the same base request.
     """
     check_options(clock, event_timeout_seconds, lease_wait_seconds)
     if not isinstance(user_input, str) or not isinstance(previous_run_id, str):
@@ -78,12 +86,12 @@ async def follow_up(
             f"follow_up was given run_id {request.run_id!r} for both the previous and the new "
             "run; a follow-up is a new run: give the request a new run_id."
         )
+    asking = Asking.of(request, definition, approval_policy, rejected_template, ask_now)
     chain = await conversation(definition.store, previous_run_id)
     followed = followed_request(request, chain, user_input)
-
     begin = functools.partial(start, follows_run_id=previous_run_id, queued_input=user_input)
     return await leased(
-        begin, definition, followed, clock, event_timeout_seconds, lease_wait_seconds
+        begin, definition, followed, clock, event_timeout_seconds, lease_wait_seconds, asking
     )
 
 

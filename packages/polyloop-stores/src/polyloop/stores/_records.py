@@ -15,16 +15,28 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from polyloop.asking import (
+    UserAnswered,
+    UserAsked,
+)
 from polyloop.errors import CorruptLogError, DuplicateRecordError, RunAlreadyStartedError
 from polyloop.ports import RunLog
 from polyloop.recovery import WriteOrderCheck
 from polyloop.serialization import LogRecord
-from polyloop.types import Intent, ModelCallResult, RunFinished, RunStarted, StepCompleted
+from polyloop.types import (
+    Intent,
+    ModelCallResult,
+    RunFinished,
+    RunStarted,
+    StepCompleted,
+)
 
 __all__ = ["KeySet", "LogBuilder", "RecordKey", "describe_key", "duplicate_error", "record_key"]
 
 #: What a log holds at most once of: ``("intent", kind, result_id)``, ``("result",
-#: result_id)``, ``("step", step_idx)``, ``("run_started",)`` or ``("run_finished",)``.
+#: result_id)``, ``("step", step_idx)``, ``("asked", step)``, ``("answered", step)`` (one
+#: ask per step and one decision per ask, design 0037), ``("run_started",)`` or
+#: ``("run_finished",)``.
 RecordKey = tuple[str | int, ...]
 
 
@@ -44,6 +56,10 @@ def record_key(record: LogRecord) -> RecordKey:
         return ("result", record.result_id)
     if isinstance(record, StepCompleted):
         return ("step", record.step.step_idx)
+    if isinstance(record, UserAsked):
+        return ("asked", record.step)
+    if isinstance(record, UserAnswered):
+        return ("answered", record.step)
     return _STARTED if isinstance(record, RunStarted) else _FINISHED
 
 
@@ -80,6 +96,10 @@ def describe_key(key: RecordKey) -> str:
         return f"ModelCallResult with result_id {key[1]!r}"
     if key[0] == "step":
         return f"StepCompleted of step {key[1]}"
+    if key[0] == "asked":
+        return f"UserAsked of step {key[1]}"
+    if key[0] == "answered":
+        return f"UserAnswered (a decision) of step {key[1]}"
     return "RunStarted" if key[0] == "run_started" else "RunFinished"
 
 
@@ -113,6 +133,8 @@ class LogBuilder:
     """
 
     __slots__ = (
+        "_answers",
+        "_asks",
         "_finished",
         "_intents",
         "_order",
@@ -132,6 +154,8 @@ class LogBuilder:
         self._results: list[ModelCallResult] = []
         self._steps: list[StepCompleted] = []
         self._finished: RunFinished | None = None
+        self._asks: list[UserAsked] = []
+        self._answers: list[UserAnswered] = []
         #: Every key added so far, with the number of the unit it was found at.
         self._seen: dict[RecordKey, int] = {}
         self._order = WriteOrderCheck(where)
@@ -168,6 +192,10 @@ class LogBuilder:
             self._steps.append(record)  # type: ignore[arg-type]
         elif tag == "run_started":
             self._started = record  # type: ignore[assignment]
+        elif tag == "asked":
+            self._asks.append(record)  # type: ignore[arg-type]
+        elif tag == "answered":
+            self._answers.append(record)  # type: ignore[arg-type]
         else:
             self._finished = record  # type: ignore[assignment]
 
@@ -179,4 +207,6 @@ class LogBuilder:
             model_results=tuple(self._results),
             steps=tuple(self._steps),
             finished=self._finished,
+            asks=tuple(self._asks),
+            answers=tuple(self._answers),
         )

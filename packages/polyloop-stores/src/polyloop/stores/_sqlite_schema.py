@@ -87,7 +87,8 @@ _MIGRATE_1_1 = (
 
 def key_text(key: RecordKey) -> str | None:
     """The ``record_key`` column of a row holding the record of ``key``: ``i:<kind>:<result_id>``,
-    ``r:<result_id>`` or ``s:<step>`` (short: it is stored twice, in the row and the index);
+    ``r:<result_id>``, ``s:<step>``, ``a:<step>`` (an ask) or ``d:<step>`` (its decision)
+    (short: it is stored twice, in the row and the index);
     ``NULL`` for the head and tail records, which their own indexes keep unique."""
     tag = key[0]
     if tag == "intent":
@@ -96,6 +97,10 @@ def key_text(key: RecordKey) -> str | None:
         return f"r:{key[1]}"
     if tag == "step":
         return f"s:{key[1]}"
+    if tag == "asked":
+        return f"a:{key[1]}"
+    if tag == "answered":
+        return f"d:{key[1]}"
     return None
 
 

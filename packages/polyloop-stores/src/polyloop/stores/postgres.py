@@ -35,6 +35,10 @@ except ImportError as missing:  # exercised in a subprocess test
         "pip install 'polyloop-stores[postgres]'."
     ) from missing
 
+from polyloop.asking import (
+    UserAnswered,
+    UserAsked,
+)
 from polyloop.errors import ConfigurationError, CorruptLogError, SerializationError
 from polyloop.ports import LeaseHolder, RunLog
 from polyloop.serialization import LogRecord, dumps_log_record, log_record_tag
@@ -57,7 +61,11 @@ from polyloop.stores._threads import (
     WorkerPool,
     check_idle_wait,
 )
-from polyloop.types import Intent, ModelCallResult, StepCompleted
+from polyloop.types import (
+    Intent,
+    ModelCallResult,
+    StepCompleted,
+)
 
 __all__ = ["PostgresRunLease", "PostgresRunStore"]
 
@@ -74,8 +82,9 @@ def _record_key(record: LogRecord) -> bytes:
         text = f"{record.kind.value}:{record.result_id}"
     elif isinstance(record, ModelCallResult):
         text = record.result_id
-    elif isinstance(record, StepCompleted):
-        text = str(record.step.step_idx)
+    elif isinstance(record, StepCompleted | UserAsked | UserAnswered):
+        # One ask per step and one decision per ask (kind tells the three apart).
+        text = str(record.step.step_idx if isinstance(record, StepCompleted) else record.step)
     else:
         return b""
     return text.encode("utf-8", "surrogatepass")

@@ -24,12 +24,22 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from polyloop.asking import (
+    UserAnswered,
+    UserAsked,
+)
 from polyloop.errors import PolyLoopError
 from polyloop.ports import RunLog
 from polyloop.serialization import LogRecord, loads_log_record
 from polyloop.stores._naming import is_run_file_name
 from polyloop.stores._sqlite_schema import RECORDS_BY_RUN_INDEX, RECORDS_TABLE
-from polyloop.types import Intent, ModelCallResult, RunFinished, RunStarted, StepCompleted
+from polyloop.types import (
+    Intent,
+    ModelCallResult,
+    RunFinished,
+    RunStarted,
+    StepCompleted,
+)
 
 __all__ = [
     "RECORDS_TABLE",
@@ -126,6 +136,8 @@ def assemble(records: Iterable[LogRecord]) -> RunLog:
     intents: list[Intent] = []
     results: list[ModelCallResult] = []
     steps: list[StepCompleted] = []
+    asks: list[UserAsked] = []
+    answers: list[UserAnswered] = []
     for record in records:
         if isinstance(record, RunStarted):
             started = started or record
@@ -135,9 +147,21 @@ def assemble(records: Iterable[LogRecord]) -> RunLog:
             results.append(record)
         elif isinstance(record, StepCompleted):
             steps.append(record)
+        elif isinstance(record, UserAsked):
+            asks.append(record)
+        elif isinstance(record, UserAnswered):
+            answers.append(record)
         else:
             finished = finished or record
-    return RunLog(started, tuple(intents), tuple(results), tuple(steps), finished)
+    return RunLog(
+        started,
+        tuple(intents),
+        tuple(results),
+        tuple(steps),
+        finished,
+        tuple(asks),
+        tuple(answers),
+    )
 
 
 def _keep(
