@@ -21,14 +21,18 @@ from typing import Any, TypeVar
 
 import click
 
+from polyloop.asking import UserAsked
 from polyloop.ports import LeaseHolder, RunLog
+from polyloop.recovery import pending_ask, run_status
 from polyloop.serialization import dumps, to_dict
 from polyloop.stores.urls import shown_url
 from polyloop.types import StepRecord
+from polyloop_cli.asks import ask_block, ask_headline, ask_json
 from polyloop_cli.conversation import earlier_turns
 from polyloop_cli.errors import CliError, ExitCode, shown_id
 from polyloop_cli.inspection import (
     StepSpan,
+    asks_json,
     corruption,
     holder_json,
     model_calls_json,
@@ -139,7 +143,11 @@ async def _existing_log_and_holder(
 
 
 def _running(row: dict[str, Any]) -> str | None:
-    """``pid 4711 on worker-3``: who drives a ``running`` run, where the store can tell."""
+    """``pid 4711 on worker-3``: who drives a ``running`` run, where the store can tell;
+    ``step 2: issue_refund``: what a parked run waits on."""
+    ask = row.get("pending_ask")
+    if row["status"] == "waiting_approval" and ask is not None:
+        return f"step {ask['step']}: {ask['tool_name'] or ask['kind']}"
     holder = row.get("holder")
     if row["status"] != "running" or holder is None or holder["process_id"] is None:
         return None
@@ -184,7 +192,8 @@ def _untrusted(
 @store_option
 @json_option
 def runs(store: str | None, as_json: bool) -> None:
-    """List the runs in a store: id, steps, stop reason, "running" or "unfinished"."""
+    """List the runs in a store: id, steps, stop reason, "running", "waiting_approval" or
+    "unfinished". --json rows carry seed 002's status word too (run_status)."""
     output = Output(as_json=as_json)
     choice = _store(store)
     url = choice.url
@@ -385,7 +394,8 @@ def show(
     steps = select_steps(every_step, last=last, span=span)
     totals = run_totals(every_step, summary)
     # What a damaged log seems to have announced last is a guess: say nothing about it.
-    pending = _pending(log) if shown.damage is None else []
+    ask = pending_ask(log) if summary["run_status"] is not None else None
+    pending = _pending(log, ask) if shown.damage is None else []
     if as_json:
         document: dict[str, Any] = {
             "store": str(choice.url),
@@ -399,6 +409,8 @@ def show(
             "pending": pending,
             "totals": totals,
             "queued_input": None if log.started is None else log.started.queued_input,
+            "pending_ask": None if ask is None else ask_json(ask),
+            "asks": asks_json(log),
             "conversation": [*shown.earlier_turns, run_id],
         }
         if shown.damage is not None:
@@ -408,6 +420,11 @@ def show(
         output.json(document)
     else:
         _show_text(output, run_id, choice, shown, summary, steps, len(every_step), full)
+        if ask is not None:
+            output.line()
+            output.line("Waiting for a person:", style="bold magenta")
+            ask_block(output, ask, choice.option)
+            output.line()
         for item in pending:
             output.line(f"announced, never completed: {item}", style="yellow")
         output.line(_totals_line(totals), style="bold")
@@ -442,7 +459,12 @@ def _show_text(
     header: list[tuple[str, object]] = [
         ("run", run_id),
         ("store", str(choice.url)),
-        ("status", status_text(summary["status"], summary["stop_reason"], summary["tail"])),
+        (
+            "status",
+            status_text(
+                summary["status"], summary["stop_reason"], _running(summary) or summary["tail"]
+            ),
+        ),
         ("steps", total),
     ]
     if log.started is not None and log.started.queued_input is not None:
@@ -489,11 +511,14 @@ def _plain(value: object) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def _pending(log: RunLog) -> list[str]:
+def _pending(log: RunLog, ask: UserAsked | None = None) -> list[str]:
     """Intents of the step after the last recorded one (announced, never completed), in words.
 
-    On a finished run they are what it stopped on (e.g. ``resume_state_unknown``)."""
+    On a finished run they are what it stopped on (e.g. ``resume_state_unknown``). A parked
+    run's step (``ask``) is left out: it waits for a person, which is said instead."""
     next_step = len(log.steps)
+    if ask is not None and ask.step == next_step:
+        return []
     results = {result.result_id: result for result in log.model_results}
     items: list[str] = []
     for intent in log.intents:
@@ -540,6 +565,7 @@ def plan(run_id: str, store: str | None, as_json: bool) -> None:
         )
     report = plan_report(log)
     refused_now = holder is not None and log.finished is None
+    ask = pending_ask(log)
     if as_json:
         lease = {"held": holder is not None, "holder": holder_json(holder)}
         output.json(
@@ -549,6 +575,8 @@ def plan(run_id: str, store: str | None, as_json: bool) -> None:
                 **report.to_json(),
                 "lease": lease,
                 "resume_refused_now": refused_now,
+                "run_status": run_status(log).value,
+                "pending_ask": None if ask is None else ask_json(ask),
             }
         )
         return
@@ -571,6 +599,14 @@ def plan(run_id: str, store: str | None, as_json: bool) -> None:
             )
         )
     pairs.append(("why", data["reason"]))
+    if ask is not None:
+        pairs.append(
+            (
+                "waits for",
+                f"a person: {ask_headline(ask)}, since {ask.asked_at}; resume carries out the "
+                "decision once one is recorded",
+            )
+        )
     if refused_now:
         assert holder is not None
         pairs.append(
@@ -581,6 +617,9 @@ def plan(run_id: str, store: str | None, as_json: bool) -> None:
             )
         )
     output.fields(pairs, title=f"Resume plan for {run_id}")
+    if ask is not None:
+        output.line()
+        ask_block(output, ask, choice.option)
     for assumption in report.assumptions:
         output.note(f"assumed: {assumption}", style="yellow")
 
@@ -733,7 +772,21 @@ def _register_demo() -> None:
     cli.add_command(batch)
 
 
+def _register_asks() -> None:
+    """The commands of runs that wait for a person (design 0053), one module each."""
+    from polyloop_cli.answer import answer
+    from polyloop_cli.approve import approve
+    from polyloop_cli.edit import edit
+    from polyloop_cli.pending import pending
+    from polyloop_cli.reject import reject
+    from polyloop_cli.resume import resume
+
+    for command in (pending, approve, reject, edit, answer, resume):
+        cli.add_command(command)
+
+
 _register_demo()
+_register_asks()
 
 
 # ---------------------------------------------------------------------------
