@@ -58,6 +58,9 @@ class ExitCode(IntEnum):
     #: ``batch --ray``: Ray is missing or unreachable, or its workers cannot serve the batch
     #: (cannot import the factory, do not share the disk of a file store).
     BATCH_WORKERS = 23
+    #: ``batch`` ended with every episode finished or parked, some parked: they wait for a
+    #: person (``polyloop pending``); decide them, then rerun the same command.
+    BATCH_PARKED = 24
 
 
 #: The longest a headline may be (what happened, to what, what to do), before any detail.
