@@ -130,7 +130,18 @@ def decide_commands(ask: UserAsked, option: tuple[str, ...]) -> list[str]:
         suggest("approve", ask.run_id, *digest, *option),
         suggest("reject", ask.run_id, *digest, "--reason", "…", *option),
         *(
-            [suggest("edit", ask.run_id, *digest, "--arguments", "{…}", *option)]
+            [
+                suggest(
+                    "edit",
+                    ask.run_id,
+                    *digest,
+                    "--arguments",
+                    "{…}",
+                    "--agent",
+                    "MODULE:FACTORY",
+                    *option,
+                )
+            ]
             if ask.tool_name is not None
             else []
         ),
