@@ -19,12 +19,22 @@ from polyloop.batch import Episode, EpisodeAgent, FactoryError, load_factory, op
 from polyloop.ports import RunStore
 from polyloop_cli.errors import CliError, ExitCode
 
-__all__ = ["agent_options", "opened_agent"]
+__all__ = ["agent_options", "opened_agent", "resume_options"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 def agent_options(function: F) -> F:
+    """``--agent`` (required) and ``--episode``."""
+    return _agent_options(function, required=True)
+
+
+def resume_options(function: F) -> F:
+    """``--agent`` and ``--episode`` of a deciding command: given, the run is resumed at once."""
+    return _agent_options(function, required=False)
+
+
+def _agent_options(function: F, *, required: bool) -> F:
     function = click.option(
         "--episode",
         "episode_json",
@@ -33,13 +43,15 @@ def agent_options(function: F) -> F:
         help="The episode's data as the factory reads it: a JSON object (its run_id is set to "
         "RUN_ID). Default: {}.",
     )(function)
+    then = "" if required else " Given, the run is resumed right after the decision."
     return click.option(
         "--agent",
         "agent",
         metavar="MODULE:FACTORY",
-        required=True,
+        required=required,
+        default=None,
         help="The callable that builds the run's agent, factory(episode, store), as for "
-        "`polyloop batch` (looked up from the current directory first).",
+        f"`polyloop batch` (looked up from the current directory first).{then}",
     )(function)
 
 

@@ -7,9 +7,11 @@ import click
 from polyloop import session
 from polyloop.asking import UserAsked
 from polyloop.ports import RunStore
+from polyloop_cli.agents import resume_options
 from polyloop_cli.deciding import SHA256_HELP, decide, report_decision
 from polyloop_cli.main import _run, _store, json_option, store_option
 from polyloop_cli.render import Output
+from polyloop_cli.resume import resume_and_report
 
 __all__ = ["approve", "by_option"]
 
@@ -34,12 +36,20 @@ def sha256_option(function: click.decorators.FC) -> click.decorators.FC:
 @click.argument("run_id")
 @sha256_option
 @by_option
+@resume_options
 @store_option
 @json_option
 def approve(
-    run_id: str, prefix: str | None, decided_by: str, store: str | None, as_json: bool
+    run_id: str,
+    prefix: str | None,
+    decided_by: str,
+    agent: str | None,
+    episode_json: str | None,
+    store: str | None,
+    as_json: bool,
 ) -> None:
-    """Approve the action run RUN_ID waits on; resuming the run then carries it out.
+    """Approve the action run RUN_ID waits on; resuming the run then carries it out (at once
+    with --agent, exiting as `polyloop resume` does).
 
     Exit codes: 10 the run waits on no ask (none made, already decided, finished); 11 the
     pending ask is not the one --sha256 names; 12 the run is being driven or decided right
@@ -51,4 +61,6 @@ def approve(
         return await session.approve(opened, run_id, arguments_sha256=digest, decided_by=decided_by)
 
     ask, answered = _run(decide(choice, run_id, prefix, record))
-    report_decision(Output(as_json=as_json), choice, ask, answered)
+    report_decision(Output(as_json=as_json), choice, ask, answered, resumed=agent is not None)
+    if agent is not None:
+        resume_and_report(Output(as_json=as_json), choice, run_id, agent, episode_json)

@@ -129,8 +129,13 @@ def report_decision(
     choice: StoreChoice,
     ask: UserAsked,
     answered: UserAnswered,
+    *,
+    resumed: bool = False,
 ) -> None:
-    """What was decided, on what, and how the run goes on."""
+    """What was decided, on what, and how the run goes on (``resumed``: it is resumed right
+    after, which reports for itself; with ``--json`` only the resume's document is printed)."""
+    if resumed and output.as_json:
+        return
     resume = suggest("resume", ask.run_id, "--agent", "MODULE:FACTORY", *choice.option)
     if output.as_json:
         document: dict[str, Any] = {
@@ -150,6 +155,9 @@ def report_decision(
     output.line(f"Run {ask.run_id}: {ask_headline(ask)} {verdict}.", style="bold")
     for line in argument_lines(ask, margin="  "):
         output.line(line)
+    if resumed:
+        output.line("The decision is recorded; resuming the run now.")
+        return
     output.line(
         "The decision is recorded; the run continues when it is resumed (a batch rerun "
         f"continues its episodes), e.g. `{resume}`."

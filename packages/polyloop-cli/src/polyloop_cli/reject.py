@@ -7,10 +7,12 @@ import click
 from polyloop import session
 from polyloop.asking import UserAsked
 from polyloop.ports import RunStore
+from polyloop_cli.agents import resume_options
 from polyloop_cli.approve import by_option, sha256_option
 from polyloop_cli.deciding import decide, report_decision
 from polyloop_cli.main import _run, _store, json_option, store_option
 from polyloop_cli.render import Output
+from polyloop_cli.resume import resume_and_report
 
 __all__ = ["reject"]
 
@@ -25,6 +27,7 @@ __all__ = ["reject"]
 )
 @sha256_option
 @by_option
+@resume_options
 @store_option
 @json_option
 def reject(
@@ -32,13 +35,16 @@ def reject(
     reason: str,
     prefix: str | None,
     decided_by: str,
+    agent: str | None,
+    episode_json: str | None,
     store: str | None,
     as_json: bool,
 ) -> None:
     """Refuse the action run RUN_ID waits on: the step ends not_executed, and the model reads
     the reason when the run is resumed.
 
-    Exit codes: 10 the run waits on no ask; 11 the pending ask is not the one --sha256 names;
+    With --agent the run is resumed at once, exiting as `polyloop resume` does. Exit codes:
+    10 the run waits on no ask; 11 the pending ask is not the one --sha256 names;
     12 the run is being driven or decided right now; 13 the ask is a question, or the reason
     is empty. Nothing is written on any of them.
     """
@@ -50,4 +56,6 @@ def reject(
         )
 
     ask, answered = _run(decide(choice, run_id, prefix, record))
-    report_decision(Output(as_json=as_json), choice, ask, answered)
+    report_decision(Output(as_json=as_json), choice, ask, answered, resumed=agent is not None)
+    if agent is not None:
+        resume_and_report(Output(as_json=as_json), choice, run_id, agent, episode_json)

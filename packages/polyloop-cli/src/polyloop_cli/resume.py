@@ -21,11 +21,11 @@ from polyloop_cli.agents import agent_options, opened_agent
 from polyloop_cli.asks import ask_block, ask_json
 from polyloop_cli.errors import CliError, ExitCode, shown_id
 from polyloop_cli.invocation import suggest
-from polyloop_cli.main import _not_found, _run, _store, json_option, store_option
+from polyloop_cli.main import StoreChoice, _not_found, _run, _store, json_option, store_option
 from polyloop_cli.render import Output
 from polyloop_cli.stores import open_store
 
-__all__ = ["resume"]
+__all__ = ["resume", "resume_and_report"]
 
 
 @click.command()
@@ -46,7 +46,14 @@ def resume(
     differ, listed); 22 the factory cannot be loaded.
     """
     output = Output(as_json=as_json)
-    choice = _store(store)
+    resume_and_report(output, _store(store), run_id, agent, episode_json)
+
+
+def resume_and_report(
+    output: Output, choice: StoreChoice, run_id: str, agent: str, episode_json: str | None
+) -> None:
+    """Resume run ``run_id`` with ``agent``'s factory and say how it ended; a refusal or a
+    new park is a :class:`CliError` of its exit code."""
 
     async def go() -> RunResult | RunParked:
         async with open_store(choice.url, missing_advice=choice.missing_advice) as opened:
