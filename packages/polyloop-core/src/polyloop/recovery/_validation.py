@@ -84,7 +84,10 @@ def validate_log(log: RunLog, run_id: str) -> None:
     call's intent and result; an action intent of a recorded step is settled by that step, and
     follows a reply; no step begins after a step that ended the run; an intent's replay policy
     is the one the snapshot gives it; a finished log's result carries the
-    recorded steps, and a stop reason the records allow (:func:`stop_reasons_allowed`).
+    recorded steps, and a stop reason the records allow (:func:`stop_reasons_allowed`); the
+    records of asking a person follow their own rules (``_ask_rules.check_asks``: no decision
+    without its ask, one decision per ask, no action intent of a gated action without an
+    approval, every decided step carries its decision out).
     """
     started = log.started
     if started is None:
