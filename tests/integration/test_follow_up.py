@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from polyloop.asking import RunParked
 from polyloop.errors import (
     ConfigurationError,
     CorruptLogError,
@@ -13,10 +14,11 @@ from polyloop.errors import (
     RunNotFoundError,
 )
 from polyloop.ports import ModelCall, RunStore
-from polyloop.session import follow_up, resume, run
+from polyloop.session import approve, follow_up, resume, resume_or_park, run
 from polyloop.stores.memory import MemoryRunStore
 from polyloop.testing import run_finished, run_started, write_records
-from polyloop.types import Message, Role, RunStarted, StopReason, TextBlock
+from polyloop.tools import Tool, ToolRegistry, ToolSpec
+from polyloop.types import Message, Role, RunResult, RunStarted, StopReason, TextBlock
 from tests.loop_kit import (
     GOAL,
     Crash,
@@ -163,3 +165,31 @@ async def test_resume_of_a_crashed_follow_up_rebuilds_the_same_conversation() ->
     )
     assert (*prefix, *after_step_0) == _calls(resumed)[0].messages[-len(prefix) - 2 :]
     assert prefix == _calls(crashing)[0].messages[-len(prefix) :]
+
+
+async def test_a_gated_follow_up_parks_and_resumes_with_its_conversation() -> None:
+    """A follow-up whose tool waits for approval returns RunParked; once approved,
+    resume_or_park continues it with the same conversation in its prompt."""
+    store = MemoryRunStore()
+    await _first_turn(store)
+    effects = Effects()
+    gated = ToolRegistry(
+        [
+            Tool(
+                ToolSpec("refund", "Refund.", {"type": "object"}, requires_approval=True),
+                lambda arguments: effects.hit("refund"),
+            )
+        ]
+    )
+    script = replies("CALL refund {}", "FINAL: refunded")
+    first = make_definition(script, store)
+    parked = await follow_up(first, "t1", make_request("t2", tools=gated), "Refund it, please")
+    assert isinstance(parked, RunParked)
+    assert 0 == effects.counts["refund"]
+    await approve(store, "t2", arguments_sha256=parked.ask.arguments_sha256)
+    later = make_definition(script, store)
+    result = await resume_or_park(later, make_request("t2", tools=gated))
+    assert isinstance(result, RunResult)
+    assert (StopReason.AGENT_FINISHED, 1) == (result.stop_reason, effects.counts["refund"])
+    prefix = (*T1_HISTORY, _text(Role.USER, "Refund it, please"))
+    assert prefix == _calls(later)[0].messages[-len(prefix) - 2 : -2]
