@@ -223,7 +223,10 @@ async def test_runs_show_and_plan_explain_a_parked_run(
         plan["pending_ask"]["step"],
     )
     assert "waits for" in _cli(sqlite_path, env, "plan", "r-7").stdout
-    assert 0 == _cli(sqlite_path, env, "reject", "r-7", "--reason", "no").code
+    assert 0 == _cli(sqlite_path, env, "reject", "r-7", "--reason", "no", "--by", "ana").code
+    assert "Decided: approval of pay at step 1 — reject by ana" in (
+        _cli(sqlite_path, env, "show", "r-7").stdout
+    )
     after = _cli(sqlite_path, env, "show", "r-7", "--json").json()
     assert (None, "running", "reject", "no") == (
         after["pending_ask"],

@@ -23,7 +23,7 @@ import click
 
 from polyloop.asking import UserAsked
 from polyloop.ports import LeaseHolder, RunLog
-from polyloop.recovery import pending_ask, run_status
+from polyloop.recovery import answer_to, pending_ask, run_status
 from polyloop.serialization import dumps, to_dict
 from polyloop.stores.urls import shown_url
 from polyloop.types import StepRecord
@@ -425,6 +425,9 @@ def show(
             output.line("Waiting for a person:", style="bold magenta")
             ask_block(output, ask, choice.option)
             output.line()
+        decided = _decided_not_carried_out(log) if shown.damage is None else None
+        if decided is not None:
+            output.line(decided, style="magenta")
         for item in pending:
             output.line(f"announced, never completed: {item}", style="yellow")
         output.line(_totals_line(totals), style="bold")
@@ -504,6 +507,21 @@ def _show_text(
         _step_table(output, steps)
     if full and log.started is not None:
         output.fields(sorted(log.started.parameter_snapshot.items()), title="Parameter snapshot")
+
+
+def _decided_not_carried_out(log: RunLog) -> str | None:
+    """A line for an unfinished run whose last ask is decided but not yet carried out."""
+    if log.finished is not None or not log.asks or log.asks[-1].step != len(log.steps):
+        return None
+    last = log.asks[-1]
+    answered = answer_to(log, last)
+    if answered is None:
+        return None
+    who = f" by {answered.decided_by}" if answered.decided_by else ""
+    return (
+        f"Decided: {ask_headline(last)} — {answered.verdict.value}{who} at "
+        f"{answered.decided_at}; resume carries it out."
+    )
 
 
 def _plain(value: object) -> str:
