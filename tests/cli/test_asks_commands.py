@@ -207,7 +207,9 @@ async def test_runs_show_and_plan_explain_a_parked_run(
         row["run_status"],
         row["pending_ask"]["step"],
     )
-    assert "waiting_approval (step 1: pay)" in _cli(sqlite_path, env, "runs").stdout
+    listed = _cli(sqlite_path, env, "runs").stdout
+    assert "waiting_approval (step 1: pay)" in listed
+    assert "Host status (run_status): waiting_approval 1." in listed
     shown = _cli(sqlite_path, env, "show", "r-7")
     assert 0 == shown.code, shown.stderr
     assert "Waiting for a person" in shown.stdout

@@ -14,6 +14,7 @@ import os
 import re
 import sys
 import traceback
+from collections import Counter
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -238,11 +239,20 @@ def runs(store: str | None, as_json: bool) -> None:
             ],
             title=f"Runs in {url}",
         )
+        output.line(_host_statuses(rows), style="dim")
     for problem in unreadable:
         output.line(f"unreadable run file: {problem}", style="red")
     bad = [row["run_id"] for row in rows if row["status"] == "corrupt"]
     if bad or unreadable:
         raise _untrusted(choice, bad, len(rows), unreadable)
+
+
+def _host_statuses(rows: Sequence[dict[str, Any]]) -> str:
+    """``Host status (run_status): succeeded 2, waiting_approval 1``: seed 002's words, counted
+    (a corrupt log has none)."""
+    counts = Counter(row["run_status"] for row in rows if row["run_status"] is not None)
+    words = ", ".join(f"{status} {counts[status]}" for status in sorted(counts))
+    return f"Host status (run_status): {words or 'none readable'}."
 
 
 # ---------------------------------------------------------------------------
