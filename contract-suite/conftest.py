@@ -42,7 +42,7 @@ from polyloop.testing import (
     reply,
 )
 from polyloop.tools import Tool, ToolRegistry, ToolSpec
-from polyloop_contract import StoreCapabilities
+from polyloop_contract import RefusedStore, StoreCapabilities
 
 # ---------------------------------------------------------------------------
 # RunStore: memory, jsonl, sqlite, postgres
@@ -169,12 +169,62 @@ def polyloop_store_child_opener(
     return opener
 
 
+#: The password the refused postgres stores are given (the server knows another one).
+REFUSED_PASSWORD = "contract-s3cret-password"
+
+
+def _refused_conninfos() -> dict[str, str]:
+    """A closed port and a wrong password, each as a URL and as libpq key=value text."""
+    parts = psycopg.conninfo.conninfo_to_dict(_postgres_url())
+    wrong = {**parts, "password": REFUSED_PASSWORD}
+    closed = {**wrong, "host": "127.0.0.1", "port": "1"}
+    user, database = parts.get("user", ""), parts.get("dbname", "")
+    return {
+        "closed port (URL)": f"postgresql://{user}:{REFUSED_PASSWORD}@127.0.0.1:1/{database}",
+        "closed port (key=value)": psycopg.conninfo.make_conninfo("", **closed),
+        "wrong password (URL)": (
+            f"postgresql://{user}:{REFUSED_PASSWORD}@{parts['host']}:{parts['port']}/{database}"
+        ),
+        "wrong password (key=value)": psycopg.conninfo.make_conninfo("", **wrong),
+    }
+
+
+@pytest.fixture
+def polyloop_store_refused(store_kind: str) -> list[RefusedStore] | None:
+    if store_kind != "postgres":
+        return None  # the file and memory stores take no credentials (declared off below)
+    return [
+        RefusedStore(
+            functools.partial(_refused_postgres_store, conninfo),
+            secrets=(REFUSED_PASSWORD,),
+            name=name,
+        )
+        for name, conninfo in _refused_conninfos().items()
+    ]
+
+
+@contextlib.asynccontextmanager
+async def _refused_postgres_store(conninfo: str) -> AsyncIterator[RunStore]:
+    store = PostgresRunStore(conninfo, schema="contract_refused")
+    try:
+        yield store
+    finally:
+        await store.aclose()
+
+
 @pytest.fixture
 def polyloop_store_capabilities(store_kind: str) -> StoreCapabilities:
+    no_credentials = "takes no credentials: nothing it is given is secret"
     if store_kind == "memory":
         return StoreCapabilities(
-            off={"reopen": "MemoryRunStore keeps its logs in the object; nothing outlives it"}
+            off={
+                "reopen": "MemoryRunStore keeps its logs in the object; nothing outlives it",
+                "credentials": f"MemoryRunStore {no_credentials}",
+            }
         )
+    if store_kind in ("jsonl", "sqlite"):
+        kind = "JsonlRunStore" if store_kind == "jsonl" else "SqliteRunStore"
+        return StoreCapabilities(off={"credentials": f"{kind} {no_credentials}"})
     return StoreCapabilities()
 
 

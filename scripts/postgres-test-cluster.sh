@@ -4,6 +4,8 @@
 # refuses root), fsync on (the store refuses a server without it).
 #
 #   scripts/postgres-test-cluster.sh install        install Debian's postgresql if missing (root)
+#   scripts/postgres-test-cluster.sh bindir         print the server binaries' directory (exit 1
+#                                                   when there are none)
 #   scripts/postgres-test-cluster.sh start [DIR]    new cluster in DIR (default: a new temp dir);
 #                                                   prints DIR; the URL is in DIR/url
 #   scripts/postgres-test-cluster.sh url DIR        print the cluster's URL
@@ -16,6 +18,8 @@
 #   export POLYLOOP_TEST_POSTGRES_URL="$(cat "$dir/url")"
 #   ... ; bash scripts/postgres-test-cluster.sh stop "$dir"
 set -euo pipefail
+# runuser is in /usr/sbin, which PATH may lack.
+source "$(dirname "${BASH_SOURCE[0]}")/sbin-path.sh"
 
 say() { echo "postgres-test-cluster: $*" >&2; }
 
@@ -126,6 +130,7 @@ stop_server() {
 command="${1:-}"
 case "$command" in
     install) install ;;
+    bindir) bindir ;;
     start) start "${2:-}" ;;
     url) cat "$2/url" ;;
     pause) stop_server "$2" ;;
@@ -135,7 +140,7 @@ case "$command" in
         rm -rf "$2"
         ;;
     *)
-        sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' >&2
+        sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//' >&2
         exit 2
         ;;
 esac

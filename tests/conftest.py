@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import os
 
+import pytest
 from hypothesis import settings
+
+from tests import ast_parse_guard, serial_group
 
 # In CI (CI=true) every property test draws the same examples on every run, so a landing is
 # never decided by which random examples one run happened to draw; locally each run explores
@@ -14,3 +17,30 @@ settings.register_profile("explore", print_blob=True)
 settings.load_profile(
     os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") == "true" else "explore")
 )
+
+# CPython 3.11's spurious "AST constructor recursion depth mismatch" (gh-106905) must not turn a
+# failing test into a crashed run; design record 0042.
+ast_parse_guard.install()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    serial_group.add_option(parser)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The tests that run alone are marked `serial`; `--test-group` picks one side."""
+    serial_group.mark_and_select(config, items)
+
+
+@pytest.fixture(autouse=True)
+def _no_xdist_identity_for_child_processes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pytest a test starts in a subprocess must not believe it is an xdist worker.
+
+    pytest-xdist names each worker in the environment, which children inherit; a child pytest
+    with syrupy then defers its snapshot report to a controller that does not exist, and the
+    tests that read that report fail only in the parallel run. Removed per test (restored after
+    it), so this worker's own session still knows what it is.
+    """
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    monkeypatch.delenv("PYTEST_XDIST_WORKER_COUNT", raising=False)

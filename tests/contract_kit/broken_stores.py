@@ -26,7 +26,12 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from polyloop.asking import UserAnswered, UserAsked
-from polyloop.errors import DuplicateRecordError, RunAlreadyStartedError, RunLeaseHeldError
+from polyloop.errors import (
+    DuplicateRecordError,
+    RunAlreadyStartedError,
+    RunLeaseHeldError,
+    StoreError,
+)
 from polyloop.ports import LeaseHolder, RunLease, RunLog
 from polyloop.serialization import LogRecord, dumps_log_record, loads_log_record
 from polyloop.testing import run_log_from
@@ -47,6 +52,20 @@ class Disk:
 
     lease_directory: str
     lines: dict[str, list[str]] = field(default_factory=dict)
+    #: A "server" that refuses this password: every read and write fails (None: it accepts).
+    refuses: str | None = field(default=None, repr=False)
+
+
+class DriverError(Exception):
+    """A database driver's error: like psycopg's, it keeps the connection options it used."""
+
+    def __init__(self, message: str, conninfo: str) -> None:
+        super().__init__(message)
+        self.conninfo = conninfo
+
+
+def _connect(password: str) -> None:
+    raise DriverError("password authentication failed", f"host=db.internal password={password}")
 
 
 _FLOCK = "@hhqqi"  # struct flock on Linux: l_type, l_whence, l_start, l_len, l_pid
@@ -108,7 +127,19 @@ class ReferenceStore:
         if any(_key_of(r) == _key_of(record) for r in decoded):
             raise DuplicateRecordError(f"run {record.run_id!r} already has {_key_of(record)}")
 
+    def reach(self) -> None:
+        """Connect to the "server": a refused password raises a clean StoreError, raised
+        outside the except block so that the driver's error does not travel along."""
+        if self.disk.refuses is None:
+            return
+        try:
+            _connect(self.disk.refuses)
+        except DriverError as error:
+            reason = str(error)
+        raise StoreError(f"cannot connect to db.internal ({reason}); check the password")
+
     def commit(self, record: LogRecord) -> None:
+        self.reach()
         lines = self.disk.lines.setdefault(self.key(record.run_id), [])
         self.refuse_duplicate(record, [loads_log_record(line) for line in lines])
         lines.append(dumps_log_record(record))
@@ -139,6 +170,7 @@ class ReferenceStore:
         await self.append(record)
 
     def records(self, run_id: str) -> list[LogRecord]:
+        self.reach()
         return [loads_log_record(line) for line in self.disk.lines.get(self.key(run_id), [])]
 
     async def read_log(self, run_id: str) -> RunLog:
@@ -153,6 +185,7 @@ class ReferenceStore:
         return os.path.join(self.disk.lease_directory, f"{digest}.lease")
 
     async def acquire_run_lease(self, run_id: str) -> RunLease:
+        self.reach()
         os.makedirs(self.disk.lease_directory, exist_ok=True)
         fd = os.open(self.lease_path(run_id), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         try:
@@ -288,6 +321,7 @@ class MutatesReturnedRecords(ReferenceStore):
                     object.__setattr__(earlier, "parameter_snapshot", MappingProxyType(stamped))
 
     def records(self, run_id: str) -> list[LogRecord]:
+        self.reach()
         return list(self.kept.get(run_id, []))
 
 
@@ -515,6 +549,7 @@ class PidFileLease(ReferenceStore):
     file stays behind, and with it the lease."""
 
     async def acquire_run_lease(self, run_id: str) -> RunLease:
+        self.reach()
         os.makedirs(self.disk.lease_directory, exist_ok=True)
         try:
             fd = os.open(self.lease_path(run_id), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
@@ -591,6 +626,26 @@ class PasswordInConnectionString(ReferenceStore):
 
     def parameters(self) -> Mapping[str, str]:
         return {"kind": "reference", "dsn": "host=db.internal dbname=runs password=hunter2"}
+
+
+class PasswordInErrorContext(ReferenceStore):
+    """Raises its StoreError with ``from None`` inside the except block: the message is
+    clean, but the driver's error, password and all, stays attached as ``__context__``."""
+
+    def reach(self) -> None:
+        if self.disk.refuses is None:
+            return
+        try:
+            _connect(self.disk.refuses)
+        except DriverError as error:
+            raise StoreError(f"cannot connect to db.internal ({error})") from None
+
+
+class NamesItsLocation(ReferenceStore):
+    """Reports where its logs live, so a copy of its storage elsewhere cannot resume a run."""
+
+    def parameters(self) -> Mapping[str, str]:
+        return {"kind": "reference", "directory": self.disk.lease_directory}
 
 
 class TruncatesLongRunIds(ReferenceStore):
@@ -670,6 +725,8 @@ STORES: Mapping[str, type[ReferenceStore]] = {
     "stale_read_cache": StaleReadCache,
     "password_in_connection_url": PasswordInConnectionUrl,
     "password_in_connection_string": PasswordInConnectionString,
+    "password_in_error_context": PasswordInErrorContext,
+    "names_its_location": NamesItsLocation,
     "truncates_long_run_ids": TruncatesLongRunIds,
     "keeps_only_the_last_step": KeepsOnlyTheLastStep,
     "two_defects": TwoDefects,
@@ -801,6 +858,16 @@ CAUGHT_BY: Mapping[str, Expected] = {
         "run_store::test_parameters_are_stable_and_hold_no_secrets",
         "parameters() holds no secrets",
         says=("carries a password (password=)",),
+    ),
+    "password_in_error_context": Expected(
+        "run_store::test_errors_hold_no_secrets",
+        "errors hold no secrets",
+        says=("in the error.__context__ (DriverError)",),
+    ),
+    "names_its_location": Expected(
+        "run_store::test_parameters_name_no_location",
+        "parameters() name no location",
+        says=("report different parameters 'directory'",),
     ),
     "truncates_long_run_ids": Expected(
         "run_store::test_exotic_run_ids_never_collide",

@@ -25,6 +25,7 @@ import os
 
 import pytest
 from hypothesis import settings
+from polyloop_contract import RefusedStore
 from tests.contract_kit import broken_stores
 
 # Hypothesis loads a derandomized profile of its own when it sees CI; these runs pin a seed.
@@ -58,6 +59,13 @@ def polyloop_store_factory(store_name, tmp_path):
 @pytest.fixture
 def polyloop_store_reopen():
     return broken_stores.reopen
+
+
+@pytest.fixture
+def polyloop_store_refused(store_name, tmp_path):
+    store_class = broken_stores.STORES[store_name]
+    disk = broken_stores.Disk(str(tmp_path / "refused-leases"), refuses="hunter2-refused")
+    return [RefusedStore(lambda: store_class(disk), secrets=("hunter2-refused",))]
 
 
 @pytest.fixture

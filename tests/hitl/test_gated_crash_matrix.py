@@ -2,8 +2,8 @@
 continued by a fresh driver and fresh deciders: no gated action runs without a recorded
 approval, none runs twice, and an acknowledged decision is never lost or asked again.
 
-The "crash" is a ``BaseException`` raised by a store wrapper (see tests/crash); real SIGKILL
-runs on the durable stores are in ``test_gated_sigkill``.
+The "crash" is a ``BaseException`` raised by a store wrapper (see tests/crash); runs of real
+processes killed on the durable stores are in ``tests/stores/test_gated_sigkill.py``.
 """
 
 from __future__ import annotations

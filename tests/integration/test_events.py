@@ -48,6 +48,37 @@ async def test_resume_emits_run_started_marked_resumed() -> None:
     assert (EventKind.RUN_STARTED, True, 1) == (first.kind, first.resumed, first.step_idx)
 
 
+async def test_events_carry_the_snapshot_the_model_results_and_the_resume_move() -> None:
+    """run_started carries the recorded parameter snapshot; each step_completed the step's
+    recorded model result; a resumed run_started the recovery move and the intent in doubt
+    (design 0050)."""
+    memory = MemoryRunStore()
+    request = make_request("r", executor=ScriptedExecutor())
+    definition = make_definition(replies("RUN: a", "FINAL: b"), memory)
+    await run(definition, request)
+    log = await memory.read_log("r")
+    assert log.started is not None
+    events: list[Event] = definition.event_sink.events  # type: ignore[attr-defined]
+    assert dict(log.started.parameter_snapshot) == dict(events[0].parameter_snapshot)
+    assert (None, None) == (events[0].resume_move, events[0].intent_in_doubt)
+    completed = [e.model_result for e in events if e.kind is EventKind.STEP_COMPLETED]
+    assert list(log.model_results) == completed
+
+    memory = MemoryRunStore()
+    with pytest.raises(Crash):
+        await run(make_definition(replies("RUN: a", "FINAL: b"), CrashingStore(memory, 4)), request)
+    definition = make_definition(replies("RUN: a", "FINAL: b"), memory)
+    await resume(definition, request)
+    started: Event = definition.event_sink.events[0]  # type: ignore[attr-defined]
+    assert "stop_state_unknown" == started.resume_move  # a tool-less action is never replayed
+    assert started.intent_in_doubt is not None
+    assert ("action-0", 0) == (
+        started.intent_in_doubt.result_id,
+        started.intent_in_doubt.call_index,
+    )
+    assert dict(log.started.parameter_snapshot) == dict(started.parameter_snapshot)
+
+
 class _RaisingSink:
     def __init__(self) -> None:
         self.calls = 0

@@ -231,13 +231,12 @@ async def test_a_closed_store_refuses_work_with_advice(tmp_path: object) -> None
         await store.read_log("x")
 
 
-def test_parameters_name_the_directory_and_nothing_else(tmp_path: object) -> None:
-    """parameters() are the kind and the absolute directory, computed without creating it."""
+def test_parameters_name_the_kind_only(tmp_path: object) -> None:
+    """parameters() are the kind only (the directory's place is not a parameter: design
+    0040), computed without creating it; the store still knows its absolute directory."""
     store = JsonlRunStore(os.path.join(str(tmp_path), "d"))
-    assert store.parameters() == {
-        "kind": "jsonl",
-        "directory": os.path.join(os.path.abspath(str(tmp_path)), "d"),
-    }
+    assert store.parameters() == {"kind": "jsonl"}
+    assert os.path.join(os.path.abspath(str(tmp_path)), "d") == store.directory
     assert not os.path.exists(os.path.join(str(tmp_path), "d"))
     store.close()
 

@@ -189,11 +189,13 @@ async def test_extra_is_accepted_and_applied(tmp_path: object) -> None:
         assert await store.read_log("e") == expected
 
 
-def test_parameters_name_the_file_and_do_no_io(tmp_path: object) -> None:
-    """parameters() are the kind and the absolute path, computed without creating the file."""
+def test_parameters_name_the_kind_only_and_do_no_io(tmp_path: object) -> None:
+    """parameters() are the kind only (the file's place is not a parameter: design 0040),
+    computed without creating the file; the store still knows its absolute path."""
     path = os.path.join(str(tmp_path), "p.db")
     store = SqliteRunStore(path, busy_timeout_ms=5)
-    assert store.parameters() == {"kind": "sqlite", "path": os.path.abspath(path)}
+    assert store.parameters() == {"kind": "sqlite"}
+    assert os.path.abspath(path) == store.path
     assert not os.path.exists(path)
     store.close()
 

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.readme_examples import examples
+
 ROOT = Path(__file__).resolve().parents[2]
 FIVE_MODULES = "['ports', 'serialization', 'session', 'tools', 'types']"
 DISTRIBUTIONS = ("polyloop-core", "polyloop-stores", "polyloop-adapters", "polyloop-contract")
@@ -268,3 +270,84 @@ def test_every_wheel_carries_license_classifiers_bounds_and_a_readme_of_its_own(
         readme = metadata.get_payload()
         assert isinstance(readme, str)
         assert (name, []) == (name, REPOSITORY_LINK.findall(readme))
+
+
+# ---------------------------------------------------------------------------
+# The READMEs' runnable examples, from wheels, with exactly what they name
+# ---------------------------------------------------------------------------
+
+
+def _installed(python: Path, where: Path) -> set[str]:
+    frozen = _run([_uv(), "pip", "freeze", "--python", python], cwd=where).lower()
+    return {line.split("==")[0].split(" @ ")[0] for line in frozen.splitlines() if line}
+
+
+@pytest.mark.slow
+def test_the_quick_start_runs_with_exactly_the_distributions_it_names(
+    wheels: Path, tmp_path: Path
+) -> None:
+    """README.md's quick-start, in an empty venv holding only what its `pip install` names."""
+    quick_start = examples()[0]
+    python = _fresh_venv(tmp_path)
+    _install(python, wheels, *quick_start.installs)
+    (tmp_path / "quickstart.py").write_text(quick_start.code)
+
+    output = _run([python, tmp_path / "quickstart.py"], cwd=tmp_path)
+
+    assert output.strip() == "agent_finished 2 + 3 = 5"
+    polyloop = {name for name in _installed(python, tmp_path) if name.startswith("polyloop")}
+    assert polyloop == set(quick_start.installs)
+
+
+@pytest.mark.slow
+def test_core_alone_holds_no_store_so_the_quick_start_names_the_stores(
+    wheels: Path, tmp_path: Path
+) -> None:
+    """`pip install polyloop-core` alone runs the quick-start only as far as its store import."""
+    python = _fresh_venv(tmp_path)
+    _install(python, wheels, "polyloop-core")
+    (tmp_path / "quickstart.py").write_text(examples()[0].code)
+
+    done = subprocess.run(
+        [python, tmp_path / "quickstart.py"],
+        cwd=tmp_path,
+        env=_clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+
+    assert done.returncode == 1
+    assert "ModuleNotFoundError: No module named 'polyloop.stores'" in done.stderr
+
+
+@pytest.mark.slow
+def test_the_snapshot_example_runs_with_exactly_the_distributions_it_names(
+    wheels: Path, tmp_path: Path
+) -> None:
+    """The contract kit README's snapshot example, in a new project whose venv holds only what
+    its `pip install` names: the first run writes the snapshots, the second passes on them."""
+    (agent,) = [e for e in examples() if "def order_agent" in e.code]
+    (test,) = [e for e in examples() if "def test_order_lookup" in e.code]
+    assert agent.installs == test.installs
+    python = _fresh_venv(tmp_path)
+    _install(python, wheels, *test.installs)
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "agent.py").write_text(agent.code)
+    (project / "test_trajectory.py").write_text(test.code)
+    readme = (ROOT / "packages" / "polyloop-contract" / "README.md").read_text()
+    ini = re.search(r"<!-- pytest-ini -->\s*```ini\n(.*?)```", readme, re.S)
+    assert ini is not None, "the contract kit README lost its pytest-ini block"
+    (project / "pytest.ini").write_text(textwrap.dedent(ini.group(1)))
+    pytest_command = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+
+    first = _run([*pytest_command, "--snapshot-update"], cwd=project)
+    again = _run(pytest_command, cwd=project)
+
+    assert "2 snapshots generated" in first
+    assert "1 passed" in again
+    assert "2 snapshots passed" in again
+    polyloop = {name for name in _installed(python, tmp_path) if name.startswith("polyloop")}
+    assert polyloop == {*test.installs, "polyloop-core"}

@@ -252,8 +252,10 @@ PUBLIC_NAMES: dict[str, tuple[str, ...]] = {
         "run_episodes",
     ),
     "polyloop_contract": (
+        "RefusedStore",
         "STORE_CAPABILITIES",
         "StoreCapabilities",
+        "find_secret",
     ),
 }
 

@@ -10,5 +10,6 @@ Importing this package is cheap: the suites (and hypothesis) load only when the 
 """
 
 from polyloop_contract.capabilities import STORE_CAPABILITIES, StoreCapabilities
+from polyloop_contract.leaks import RefusedStore, find_secret
 
-__all__ = ["STORE_CAPABILITIES", "StoreCapabilities"]
+__all__ = ["STORE_CAPABILITIES", "RefusedStore", "StoreCapabilities", "find_secret"]

@@ -240,7 +240,7 @@ def _password_in(text: str) -> str | None:
 PARAMETERS_BUDGET_SECONDS = 0.1
 
 
-def _call_parameters(rule: Rule, seam_object: object) -> object:
+def call_parameters(rule: Rule, seam_object: object) -> object:
     parameters = getattr(seam_object, "parameters", None)
     rule.check(callable(parameters), "the object has no parameters() method")
     assert callable(parameters)
@@ -264,7 +264,7 @@ def _call_parameters(rule: Rule, seam_object: object) -> object:
 def check_parameters_shape(seam: str, seam_object: object) -> None:
     """parameters() is synchronous and returns a mapping of str to str."""
     rule = Rule(seam, "parameters() is synchronous and str-valued")
-    value = _call_parameters(rule, seam_object)
+    value = call_parameters(rule, seam_object)
     rule.check(
         isinstance(value, Mapping),
         f"parameters() returned {type(value).__name__}, not a mapping of str to str",
@@ -283,7 +283,7 @@ def check_parameters_no_io(seam: str, seam_object: object) -> None:
     """parameters() does no I/O and is cheap."""
     rule = Rule(seam, "parameters() does no I/O")
     with watching_io() as seen:
-        _call_parameters(rule, seam_object)
+        call_parameters(rule, seam_object)
     rule.check(
         not seen,
         "parameters() did I/O: " + "; ".join(seen[:3]) + ". Compute the parameters when the "
@@ -293,7 +293,7 @@ def check_parameters_no_io(seam: str, seam_object: object) -> None:
     best = float("inf")
     for _ in range(3):
         start = time.perf_counter()
-        _call_parameters(cheap, seam_object)
+        call_parameters(cheap, seam_object)
         best = min(best, time.perf_counter() - start)
     cheap.check(
         best <= PARAMETERS_BUDGET_SECONDS,
@@ -305,8 +305,8 @@ def check_parameters_no_io(seam: str, seam_object: object) -> None:
 def check_parameters_stable_no_secrets(seam: str, seam_object: object) -> None:
     """parameters() answers the same twice and holds nothing that looks like a secret."""
     stable = Rule(seam, "parameters() is stable")
-    first = _call_parameters(stable, seam_object)
-    second = _call_parameters(stable, seam_object)
+    first = call_parameters(stable, seam_object)
+    second = call_parameters(stable, seam_object)
     if isinstance(first, Mapping) and isinstance(second, Mapping):
         stable.check(
             dict(first) == dict(second),

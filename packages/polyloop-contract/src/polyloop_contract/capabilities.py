@@ -24,6 +24,12 @@ STORE_CAPABILITIES: Mapping[str, str] = MappingProxyType(
             "any Python string is a valid run_id, including NUL characters, 10 000 characters, "
             "and the same text in two Unicode normalisations"
         ),
+        "credentials": (
+            "the store is given credentials (a password, a token) that its storage can refuse; "
+            "provide polyloop_store_refused, and the kit checks that nothing the store then "
+            "raises carries them: not the message, the exception chain, the exceptions' "
+            "attributes, nor the local variables of their tracebacks"
+        ),
         "leases": (
             "the store implements polyloop.ports.RunLeasing: at most one holder of a run's lease "
             "across every store object on the same storage, freed when the holder dies (a "

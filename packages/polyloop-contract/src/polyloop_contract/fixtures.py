@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 import types
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import NoReturn
 
@@ -21,6 +21,7 @@ import pytest
 from polyloop.ports import Action, ActionExecutor, DecisionParser, EventSink, ModelClient, RunStore
 from polyloop_contract import _report
 from polyloop_contract.capabilities import StoreCapabilities
+from polyloop_contract.leaks import RefusedStore
 
 #: What a store callable returns: the store, or an async context manager yielding it (which
 #: the kit leaves when the rule is done with the store), either of them directly or awaitable.
@@ -64,6 +65,13 @@ def polyloop_store_reopen() -> StoreReopen | None:
 @pytest.fixture
 def polyloop_store_child_opener() -> StoreChildOpener | None:
     """Given a store the factory returned, a picklable callable opening its storage elsewhere."""
+    return None
+
+
+@pytest.fixture
+def polyloop_store_refused() -> Sequence[RefusedStore] | None:
+    """Stores whose storage refuses them (a closed port, a wrong password), with the secrets
+    they were given; for the rule ``errors hold no secrets``."""
     return None
 
 
@@ -140,6 +148,7 @@ FIXTURE_NAMES: tuple[str, ...] = (
     "polyloop_store_factory",
     "polyloop_store_reopen",
     "polyloop_store_child_opener",
+    "polyloop_store_refused",
     "polyloop_store_capabilities",
     "polyloop_decision_parser",
     "polyloop_model_client",

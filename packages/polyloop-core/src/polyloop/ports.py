@@ -175,6 +175,7 @@ class RunLog:
 
 
 _NO_ENTRIES: Mapping[str, tuple[str, ...]] = MappingProxyType({})
+_NO_PARAMETERS: Mapping[str, str] = MappingProxyType({})
 
 
 class EventKind(StrEnum):
@@ -210,7 +211,21 @@ class Event:
     step: StepRecord | None = None
     #: ``RUN_FINISHED`` only: the result just written.
     result: RunResult | None = None
-    #: ``RUN_PARKED`` only: the ask the run waits on.
+    #: ``RUN_STARTED`` only: the run's parameter snapshot, as its ``RunStarted`` records it
+    #: (never a secret: see :meth:`RunStore.parameters`). Added by design 0050.
+    parameter_snapshot: Mapping[str, str] = field(default_factory=lambda: _NO_PARAMETERS)
+    #: ``RUN_STARTED`` of ``resume`` only: the recovery table's move for the log's tail (a
+    #: :class:`polyloop.recovery.ResumeMove` value, e.g. ``"execute_action_again"``, or
+    #: ``"stop_state_unknown"`` when a call in doubt may not be repeated). Added by design 0050.
+    resume_move: str | None = None
+    #: ``RUN_STARTED`` of ``resume`` only: the announced, never settled intent the move is
+    #: about (made again, or refused); ``None`` when the tail had none. Added by design 0050.
+    intent_in_doubt: Intent | None = None
+    #: ``STEP_COMPLETED`` only: the step's recorded model-call result (the reply with its
+    #: ``finish_reason`` and ``usage``, or the failure); ``None`` for a step built without one
+    #: (an older emitter). Added by design 0050.
+    model_result: ModelCallResult | None = None
+    #: ``RUN_PARKED`` only: the ask the run waits on (design 0037).
     ask: UserAsked | None = None
 
     def __reduce__(self) -> tuple[type[Event], tuple[object, ...]]:
@@ -226,6 +241,10 @@ class Event:
                 dict(self.injection_entry_ids),
                 self.step,
                 self.result,
+                dict(self.parameter_snapshot),
+                self.resume_move,
+                self.intent_in_doubt,
+                self.model_result,
                 self.ask,
             ),
         )

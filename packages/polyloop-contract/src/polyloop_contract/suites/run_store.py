@@ -7,19 +7,25 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import cast
 
 import pytest
 
 from polyloop.errors import DuplicateRecordError, RunAlreadyStartedError
-from polyloop.ports import RunLog, RunStore
+from polyloop.ports import RunLeasing, RunLog, RunStore
 from polyloop.recovery import model_result_id
 from polyloop.types import ModelCallResult, ModelReply, RunFinished, RunResult, StopReason
 from polyloop_contract import _report
 from polyloop_contract._checks import (
+    CALL_TIMEOUT,
     Rule,
+    call_parameters,
     check_parameters_no_io,
     check_parameters_shape,
     check_parameters_stable_no_secrets,
+    clipped,
+    resolve,
     shown,
 )
 from polyloop_contract._differences import describe, log_difference
@@ -38,7 +44,8 @@ from polyloop_contract._records import (
     write,
 )
 from polyloop_contract.capabilities import StoreCapabilities
-from polyloop_contract.fixtures import StoreFactory
+from polyloop_contract.fixtures import StoreFactory, missing
+from polyloop_contract.leaks import RefusedStore, find_secret
 from polyloop_contract.suites import _store_support
 from polyloop_contract.suites._store_support import (
     SEAM,
@@ -758,3 +765,133 @@ async def test_parameters_do_no_io_and_are_cheap(make_store: MakeStore) -> None:
 async def test_parameters_are_stable_and_hold_no_secrets(make_store: MakeStore) -> None:
     """parameters() answers the same twice and names no credential."""
     check_parameters_stable_no_secrets(SEAM, await make_store())
+
+
+@aio
+async def test_parameters_name_no_location(make_store: MakeStore) -> None:
+    """Two stores the factory made, each on storage of its own, report the same parameters:
+    where the logs live (a path, a directory, a database or schema name) does not change what
+    a run does, and in the snapshot it would make a store that was copied, moved or restored
+    elsewhere refuse to resume its runs."""
+    rule = Rule(SEAM, "parameters() name no location")
+    first, second = await make_store(), await make_store()
+    reported = [_parameters_of(rule, store) for store in (first, second)]
+    differing = sorted(
+        key
+        for key in set(reported[0]) | set(reported[1])
+        if reported[0].get(key) != reported[1].get(key)
+    )
+    rule.check(
+        not differing,
+        "two stores the factory made on storage of their own report different parameters "
+        + ", ".join(
+            f"{key!r}: {shown(reported[0].get(key))} and {shown(reported[1].get(key))}"
+            for key in differing
+        )
+        + ". Every run's snapshot records them and resume compares them, so a store copied, "
+        "moved or restored elsewhere would refuse to resume its runs; report what changes "
+        "how a run behaves (the kind, a format setting), never where the logs are",
+    )
+
+
+def _parameters_of(rule: Rule, store: RunStore) -> dict[str, object]:
+    value = call_parameters(rule, store)
+    rule.check(isinstance(value, Mapping), f"parameters() returned {type(value).__name__}")
+    assert isinstance(value, Mapping)
+    return dict(value)
+
+
+# ---------------------------------------------------------------------------
+# Errors
+# ---------------------------------------------------------------------------
+
+
+_REFUSED_RUN = "polyloop-contract-refused"
+
+#: What the rule asks of a refused store: each call on a fresh store object.
+_REFUSED_CALLS: tuple[tuple[str, Callable[[RunStore], Awaitable[object]]], ...] = (
+    (f"read_log({_REFUSED_RUN!r})", lambda store: store.read_log(_REFUSED_RUN)),
+    (
+        f"write_run_started(RunStarted of run {_REFUSED_RUN!r})",
+        lambda store: store.write_run_started(run_started(_REFUSED_RUN)),
+    ),
+    (
+        f"acquire_run_lease({_REFUSED_RUN!r})",
+        lambda store: cast(RunLeasing, store).acquire_run_lease(_REFUSED_RUN),
+    ),
+)
+
+
+async def _raised(awaitable: Awaitable[object]) -> BaseException | None:
+    """What awaiting raises (``None``: it returned), caught in a frame holding no secret."""
+    try:
+        await asyncio.wait_for(_awaited(awaitable), CALL_TIMEOUT)
+    except Exception as error:
+        return error
+    return None
+
+
+async def _awaited(awaitable: Awaitable[object]) -> object:
+    return await awaitable
+
+
+async def _make_refused(
+    rule: Rule, refused: RefusedStore, scope: StoreScope
+) -> RunStore | BaseException:
+    """A store from ``refused.make()``, or what making it raised."""
+    try:
+        made: object = await resolve(refused.make())
+    except Exception as error:
+        return error
+    return await scope.adopt(rule, made, f"the {refused.name} store's make()")
+
+
+@aio
+async def test_errors_hold_no_secrets(
+    request: pytest.FixtureRequest,
+    polyloop_store_refused: Sequence[RefusedStore] | None,
+    polyloop_store_capabilities: StoreCapabilities,
+    store_scope: StoreScope,
+) -> None:
+    """A store its storage refuses raises on every read and write (an unreachable store never
+    reads as an empty log), and nothing it raises carries a secret it was given: not the
+    message, nor any exception of the chain (``__cause__``, ``__context__``), their
+    attributes, or the local variables of their tracebacks."""
+    require_capability(request, polyloop_store_capabilities, "credentials")
+    if not polyloop_store_refused:
+        missing(
+            request,
+            "polyloop_store_refused",
+            "RunStore errors",
+            "a sequence of polyloop_contract.RefusedStore: stores wired to a closed port or "
+            "given a wrong password, with that password; or declare StoreCapabilities(off="
+            "{'credentials': '<why>'}) in polyloop_store_capabilities",
+        )
+    rule = Rule(SEAM, "errors hold no secrets")
+    for refused in polyloop_store_refused:
+        for what, call in _REFUSED_CALLS:
+            store = await _make_refused(rule, refused, store_scope)
+            if isinstance(store, BaseException):
+                error: BaseException | None = store
+                what = f"making the {refused.name} store"
+            elif what.startswith("acquire_run_lease") and not isinstance(store, RunLeasing):
+                continue
+            else:
+                error = await _raised(call(store))
+                what = f"{what} on the {refused.name} store"
+            rule.check(
+                error is not None,
+                f"{what} returned instead of raising; a store whose storage refuses it must say "
+                "so (read as an empty log, an unreachable store makes the loop start the run "
+                "afresh)",
+            )
+            assert error is not None
+            where = find_secret(error, refused.secrets)
+            rule.check(
+                where is None,
+                f"{what} raised {type(error).__name__}: {clipped(str(error))} — and a secret it "
+                f"was given travels with it, in {where}. Raise your error outside the except "
+                "block that caught the driver's (`from None` only hides the driver's error from "
+                "printed tracebacks; it stays attached as __context__), and keep connection "
+                "strings out of the local variables of the frames it passes through",
+            )

@@ -37,6 +37,19 @@ ADDED_KEY_FAMILIES: tuple[tuple[str, str], ...] = (
 )
 
 
+#: Where a shipped store's logs lived, as its ``parameters()`` reported it before design 0040,
+#: by ``store.kind``: a snapshot recorded then holds these keys, today's snapshot does not
+#: (where a log lives does not change what a run does). Left out of the comparison when the
+#: current snapshot lacks them, so a run recorded before resumes from wherever its store is now.
+RETIRED_STORE_KEYS: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {
+        "sqlite": ("store.path",),
+        "jsonl": ("store.directory",),
+        "postgres": ("store.database", "store.schema"),
+    }
+)
+
+
 def _sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
@@ -46,17 +59,21 @@ def snapshot_differences(recorded: Mapping[str, str], current: Mapping[str, str]
 
     A key family of :data:`ADDED_KEY_FAMILIES` that the recorded snapshot has no key of is left
     out: the run was recorded before the family existed, and refusing every such run would only
-    force its users to start over.
+    force its users to start over. For the same reason a key of :data:`RETIRED_STORE_KEYS`
+    (for the recorded ``store.kind``) that the current snapshot lacks is left out.
     """
     skipped = [
         family
         for family in ADDED_KEY_FAMILIES
         if not any(key.startswith(family[0]) and key.endswith(family[1]) for key in recorded)
     ]
+    retired = set(RETIRED_STORE_KEYS.get(recorded.get("store.kind", ""), ())) - set(current)
     absent = "<absent>"
     lines = []
     for key in sorted(set(recorded) | set(current)):
-        if any(key.startswith(prefix) and key.endswith(suffix) for prefix, suffix in skipped):
+        if key in retired or any(
+            key.startswith(prefix) and key.endswith(suffix) for prefix, suffix in skipped
+        ):
             continue
         old, new = recorded.get(key, absent), current.get(key, absent)
         if old != new:

@@ -326,7 +326,7 @@ class Driver:
                 call_id=None,
                 step_wall_ms=self.elapsed_ms(started),
             )
-            await self.complete(step, None, None)
+            await self.complete(step, None, None, result)
             return self.stop_reason(step, completes_run=False)
         decision, head = self.interpret(k, result.reply, prompt_chars)
         if isinstance(decision, InvalidDecision):
@@ -339,7 +339,7 @@ class Driver:
                 observation_is_synthetic=True,
                 step_wall_ms=self.elapsed_ms(started),
             )
-            await self.complete(step, None, None)
+            await self.complete(step, None, None, result)
             return self.stop_reason(step, completes_run=False)
 
         self.parse_failures_in_a_row = 0
@@ -353,9 +353,9 @@ class Driver:
                 step_wall_ms=self.elapsed_ms(started),
             )
             self.final_answer = decision.text
-            await self.complete(step, None, None)
+            await self.complete(step, None, None, result)
             return self.stop_reason(step, completes_run=False)
-        return await self.act(k, decision, head, started)
+        return await self.act(k, decision, head, started, result)
 
     def interpret(self, k: int, reply: ModelReply, prompt_chars: int) -> tuple[Decision, _Head]:
         """Parse ``reply``; the decision and the step fields known from the reply alone."""
@@ -370,7 +370,9 @@ class Driver:
         )
         return parsed.decision, head
 
-    async def act(self, k: int, action: Action, head: _Head, started: float) -> StepEnd:
+    async def act(
+        self, k: int, action: Action, head: _Head, started: float, result: ModelCallResult
+    ) -> StepEnd:
         """An action of step ``k``: rejected by the registry, or announced and executed."""
         call = action.tool_call
         replay_policy = ReplayPolicy.NEVER
@@ -391,7 +393,7 @@ class Driver:
                     tool_arguments=canonical_arguments(call.arguments),
                     action_status=ActionStatus.NOT_EXECUTED,
                 )
-                await self.complete(step, None, None)
+                await self.complete(step, None, None, result)
                 return self.stop_reason(step, completes_run=False)
             spec = self.request.tools.spec_for(call.name)
             assert spec is not None  # validate() accepted the name
@@ -404,11 +406,11 @@ class Driver:
             if kind is not None:
                 asked = gates.asked(self.run_id, k, kind, action, spec)
                 await self.asking().write_user_asked(asked)
-                return await self.await_decision(k, action, head, started, asked)
+                return await self.await_decision(k, action, head, started, asked, result)
         await self.store.write_intent(
             Intent(self.run_id, IntentKind.ACTION, k, action_result_id(k), replay_policy)
         )
-        return await self.execute_announced(k, action, head, started, completes_run)
+        return await self.execute_announced(k, action, head, started, completes_run, result)
 
     # -- asking a person (design 0037) --------------------------------------------------
 
@@ -418,7 +420,13 @@ class Driver:
         return store
 
     async def await_decision(
-        self, k: int, action: Action, head: _Head, started: float, asked: UserAsked
+        self,
+        k: int,
+        action: Action,
+        head: _Head,
+        started: float,
+        asked: UserAsked,
+        result: ModelCallResult,
     ) -> StepEnd:
         """Ask in-process (``ask_now``) or park; a decision given here is recorded and carried
         out at once."""
@@ -433,10 +441,16 @@ class Driver:
             )
         answered = decided(asked, decision, self.request.tools)
         await self.asking().write_user_answered(answered)
-        return await self.carry_out(k, action, head, started, answered)
+        return await self.carry_out(k, action, head, started, answered, result)
 
     async def carry_out(
-        self, k: int, action: Action, head: _Head, started: float, answered: UserAnswered
+        self,
+        k: int,
+        action: Action,
+        head: _Head,
+        started: float,
+        answered: UserAnswered,
+        result: ModelCallResult,
     ) -> StepEnd:
         """Step ``k`` by its recorded decision: the approved (or edited) action announced and
         executed, or the step of a rejection or of the user's answer."""
@@ -451,7 +465,7 @@ class Driver:
                 Intent(self.run_id, IntentKind.ACTION, k, action_result_id(k), replay_policy)
             )
             completes_run = spec is not None and spec.completes_run
-            return await self.execute_announced(k, action, head, started, completes_run)
+            return await self.execute_announced(k, action, head, started, completes_run, result)
         if verdict is Verdict.REJECT:
             assert answered.reason is not None
             assert self.gates is not None
@@ -471,7 +485,7 @@ class Driver:
             tool_arguments=None if call is None else canonical_arguments(call.arguments),
             action_status=status,
         )
-        await self.complete(step, None, None)
+        await self.complete(step, None, None, result)
         return self.stop_reason(step, completes_run=False)
 
     async def park(self, ask: UserAsked) -> RunParked:
@@ -482,7 +496,13 @@ class Driver:
         return parked
 
     async def execute_announced(
-        self, k: int, action: Action, head: _Head, started: float, completes_run: bool
+        self,
+        k: int,
+        action: Action,
+        head: _Head,
+        started: float,
+        completes_run: bool,
+        result: ModelCallResult,
     ) -> StepEnd:
         """Execute the action whose intent is written and record step ``k`` with its outcome."""
         outcome = await self.execute(action)
@@ -502,7 +522,7 @@ class Driver:
         )
         if outcome.status is ActionStatus.EXECUTED:
             self.actions_executed += 1
-        await self.complete(step, action_result_id(k), outcome)
+        await self.complete(step, action_result_id(k), outcome, result)
         return self.stop_reason(step, completes_run=completes_run)
 
     async def call_model(self, call: ModelCall) -> ModelCallResult:
@@ -558,13 +578,23 @@ class Driver:
         return max(0, round((self.clock() - started) * 1000))
 
     async def complete(
-        self, step: StepRecord, result_id: str | None, outcome: ActionOutcome | None
+        self,
+        step: StepRecord,
+        result_id: str | None,
+        outcome: ActionOutcome | None,
+        model_result: ModelCallResult,
     ) -> None:
         await self.store.write_step_completed(StepCompleted(self.run_id, result_id, outcome, step))
         self.steps.append(step)
         self.prompt.add_step(step.raw_output, step.observation)
         await self.events.emit(
-            Event(EventKind.STEP_COMPLETED, self.run_id, step.step_idx, step=step)
+            Event(
+                EventKind.STEP_COMPLETED,
+                self.run_id,
+                step.step_idx,
+                step=step,
+                model_result=model_result,
+            )
         )
 
     # -- the end ----------------------------------------------------------------------------
@@ -754,6 +784,7 @@ async def start(
             request.run_id,
             0,
             injection_entry_ids=entry_ids(request),
+            parameter_snapshot=snapshot,
         )
     )
     return await invocation.drive()

@@ -159,6 +159,9 @@ async def _continue(
             plan.next_step,
             resumed=True,
             injection_entry_ids=entry_ids(request),
+            parameter_snapshot=log.started.parameter_snapshot,
+            resume_move=plan.move.value,
+            intent_in_doubt=plan.intent_in_doubt,
         )
     )
     return await driver.drive(settle(driver, plan, log))
@@ -201,15 +204,15 @@ async def settle(driver: Driver, plan: ResumePlan, log: RunLog) -> StepEnd:
         action = _asked_action(driver, k, decision, plan.ask)
         driver.parse_failures_in_a_row = 0
         if plan.answer is None:
-            return await driver.await_decision(k, action, head, started, plan.ask)
-        return await driver.carry_out(k, action, head, started, plan.answer)
+            return await driver.await_decision(k, action, head, started, plan.ask, result)
+        return await driver.carry_out(k, action, head, started, plan.answer, result)
     assert move is ResumeMove.EXECUTE_ACTION_AGAIN
     assert plan.intent_in_doubt is not None
     action, completes_run = _action_in_doubt(driver, k, result, plan.intent_in_doubt, plan.answer)
     assert result.reply is not None  # validate_log: an action intent follows a reply
     _, head = driver.interpret(k, result.reply, prompt_chars)
     driver.parse_failures_in_a_row = 0
-    return await driver.execute_announced(k, action, head, started, completes_run)
+    return await driver.execute_announced(k, action, head, started, completes_run, result)
 
 
 def _asked_action(driver: Driver, k: int, decision: object, ask: UserAsked) -> Action:

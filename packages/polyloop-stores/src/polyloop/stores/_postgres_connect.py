@@ -3,7 +3,7 @@
 Every connection gets TCP keepalive parameters on the client (libpq) side; the writing session
 also sets them on the server side, where they bound how long the server takes to notice that a
 worker's machine is gone and to free its leases (design 0030). Every connection checks that it
-reached the database ``parameters()`` names. The writing session then makes its commits
+reached the database its connection string names (as the store worked it out, without I/O). The writing session then makes its commits
 durable whatever the role or database defaults say (``synchronous_commit = on``) and refuses a
 server that runs with ``fsync = off``.
 """
@@ -141,64 +141,91 @@ def connect(
     ``setup`` (the writing session creates the schema there).
 
     Raises :class:`StoreError` (or :class:`ConfigurationError` for a database other than the
-    one ``parameters()`` names) saying what is wrong and what to do.
+    one the store worked out from its connection string) saying what is wrong and what to do. Every error is raised
+    outside the ``except`` block that caught the driver's: a psycopg error keeps the connection
+    options, password included, and would otherwise travel along as ``__context__``.
     """
-    target, where, keepalive = database.target, database.name, database.keepalive
-    options: dict[str, str | int] = {"application_name": application_name}
-    options.update(keepalive.libpq_options())
-    conninfo = target.with_options(defaults={"connect_timeout": 10}, **options)
-    try:
-        connection = psycopg.connect(conninfo, autocommit=True)
-    except psycopg.Error as error:
+    target, where = database.target, database.name
+    connection = _open(database, application_name)
+    if isinstance(connection, str):
         raise StoreError(
-            f"{where}: cannot connect to the server ({explain(target, error)}). Nothing was "
-            "read or written; check that it runs and accepts this user, then retry."
-        ) from None
+            f"{where}: cannot connect to the server ({connection}). Nothing was read or "
+            "written; check that it runs and accepts this user, then retry."
+        )
     _OPEN.add(connection)
+    failure: str | None = None
     try:
-        if writing:
-            connection.execute(f"SET synchronous_commit = on; {keepalive.server_settings()}")
-        row = connection.execute(
-            "SELECT current_database(), current_setting('fsync'), "
-            "current_setting('synchronous_commit'), current_setting('server_version_num')::int"
-        ).fetchone()
-        assert row is not None
-        reached, fsync, synchronous_commit, version = row
-        if reached != target.database:
-            raise ConfigurationError(
-                f"{where}: the connection string reaches database {reached!r}, but the store "
-                f"names {target.database!r} in its parameters (worked out from the connection "
-                "string and PGDATABASE/PGUSER). Put dbname in the connection string."
-            )
-        if not isinstance(version, int) or version < _OLDEST_SERVER:
-            raise StoreError(
-                f"{where}: the server is PostgreSQL {version}; this store needs 12 or newer "
-                "(for tcp_user_timeout, which bounds how long a dead worker keeps its leases)."
-            )
-        if writing and fsync != "on":
-            raise StoreError(
-                f"{where}: the server runs with fsync = {fsync}, so a commit it acknowledges "
-                "can be lost when it crashes; this store promises durable writes and refuses "
-                "it. Turn fsync on in postgresql.conf, or use another server."
-            )
-        if writing and synchronous_commit != "on":
-            raise StoreError(
-                f"{where}: synchronous_commit stays {synchronous_commit!r} after setting it on "
-                "for this session; commits would not be durable when they return. Check the "
-                "server's configuration."
-            )
+        _check(database, connection, writing)
         if setup is not None:
             setup(connection)
-    except BaseException as error:
+    except psycopg.Error as error:
+        failure = explain(target, error)
+    except BaseException:
         connection.close()
-        if isinstance(error, psycopg.Error):
-            raise StoreError(
-                f"{where}: setting up a new connection failed ({explain(target, error)}). "
-                "Nothing was written. Check the server and this user's rights (creating the "
-                "schema needs CREATE on the database), then retry."
-            ) from None
         raise
+    if failure is not None:
+        connection.close()
+        raise StoreError(
+            f"{where}: setting up a new connection failed ({failure}). Nothing was written. "
+            "Check the server and this user's rights (creating the schema needs CREATE on the "
+            "database), then retry."
+        )
     return connection
+
+
+def _open(database: StoreDatabase, application_name: str) -> psycopg.Connection[TupleRow] | str:
+    """A new connection, or why there is none (one line, scrubbed).
+
+    The connection string with the password lives in this frame only, which no error the
+    store raises has in its traceback (reporters that show local variables would show it).
+    """
+    options: dict[str, str | int] = {"application_name": application_name}
+    options.update(database.keepalive.libpq_options())
+    try:
+        return psycopg.connect(
+            database.target.with_options(defaults={"connect_timeout": 10}, **options),
+            autocommit=True,
+        )
+    except psycopg.Error as error:
+        return explain(database.target, error)
+
+
+def _check(
+    database: StoreDatabase, connection: psycopg.Connection[TupleRow], writing: bool
+) -> None:
+    """The checks of the module docstring, on a new connection."""
+    target, where, keepalive = database.target, database.name, database.keepalive
+    if writing:
+        connection.execute(f"SET synchronous_commit = on; {keepalive.server_settings()}")
+    row = connection.execute(
+        "SELECT current_database(), current_setting('fsync'), "
+        "current_setting('synchronous_commit'), current_setting('server_version_num')::int"
+    ).fetchone()
+    assert row is not None
+    reached, fsync, synchronous_commit, version = row
+    if reached != target.database:
+        raise ConfigurationError(
+            f"{where}: the connection string reaches database {reached!r}, but the store "
+            f"worked out {target.database!r} (from the connection string and "
+            "PGDATABASE/PGUSER), which its messages name. Put dbname in the connection string."
+        )
+    if not isinstance(version, int) or version < _OLDEST_SERVER:
+        raise StoreError(
+            f"{where}: the server is PostgreSQL {version}; this store needs 12 or newer "
+            "(for tcp_user_timeout, which bounds how long a dead worker keeps its leases)."
+        )
+    if writing and fsync != "on":
+        raise StoreError(
+            f"{where}: the server runs with fsync = {fsync}, so a commit it acknowledges "
+            "can be lost when it crashes; this store promises durable writes and refuses "
+            "it. Turn fsync on in postgresql.conf, or use another server."
+        )
+    if writing and synchronous_commit != "on":
+        raise StoreError(
+            f"{where}: synchronous_commit stays {synchronous_commit!r} after setting it on "
+            "for this session; commits would not be durable when they return. Check the "
+            "server's configuration."
+        )
 
 
 def ended_while_idle(connection: psycopg.Connection[TupleRow], ended: EndNotice) -> bool:

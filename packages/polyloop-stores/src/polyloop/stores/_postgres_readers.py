@@ -82,14 +82,17 @@ class ReaderConnections:
                     return None if without_tables is None else without_tables(reader.connection)
             return query(reader.connection)
         except psycopg.Error as error:
-            self._forget(reader)
-            raise StoreError(
-                f"{database.name}: {doing} failed ({database.explain(error)}). Nothing was "
-                "changed; retry once the server answers."
-            ) from None
+            failure = database.explain(error)
         except BaseException:
             self._forget(reader)
             raise
+        # Raised outside the except block: the driver's error (which holds the connection
+        # options, password included) must not travel along as __context__.
+        self._forget(reader)
+        raise StoreError(
+            f"{database.name}: {doing} failed ({failure}). Nothing was changed; retry once the "
+            "server answers."
+        )
 
     def close(self) -> None:
         """Close every reader's connection (call once the reader threads are stopped)."""

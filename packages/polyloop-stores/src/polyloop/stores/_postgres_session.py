@@ -425,6 +425,7 @@ class WritingSession(QueueThread[PendingWrite | _Acquire | _Release]):
             raise _lease_held(request, holder, "this very store object")
         connection = self._live_connection()
         identity = self._identity
+        row: tuple[object, ...] | None = None
         try:
             row = connection.execute(
                 self._queries["acquire"],
@@ -448,12 +449,18 @@ class WritingSession(QueueThread[PendingWrite | _Acquire | _Release]):
                 # None: the holder let go between the two statements; it was held a moment ago.
                 raise _lease_held(request, found or LeaseHolder(), "another session")
         except psycopg.Error as error:
+            failure: str | None = explain(self._target, error)
+        else:
+            failure = None
+        if failure is not None:
+            # Raised outside the except block: the driver's error holds the connection
+            # options (password included) and must not travel along as __context__.
             self._unlock_after_failure(connection, request.lock_key)
             raise StoreError(
-                f"{self._name}: taking the lease of run {request.shown} failed "
-                f"({explain(self._target, error)}). The lease is not held; retry once the "
-                "server answers."
-            ) from None
+                f"{self._name}: taking the lease of run {request.shown} failed ({failure}). "
+                "The lease is not held; retry once the server answers."
+            )
+        assert row is not None  # no row raised RunLeaseHeldError above
         self._lease_numbers += 1
         acquired_at = row[0] if isinstance(row[0], str) else None
         self._held[request.run_key] = _Held(

@@ -7,7 +7,7 @@ from it once; every message the store builds also goes through :meth:`Connection
 so a password that a server or driver message echoed cannot leave the store either.
 
 The database name is worked out without I/O, the way libpq does it (explicit ``dbname``, else
-``PGDATABASE``, else the user name), because ``parameters()`` must not connect; the store
+``PGDATABASE``, else the user name), because building a store must not connect; the store
 checks it against ``current_database()`` when it connects.
 """
 

@@ -140,8 +140,9 @@ class JsonlRunStore(DurableStore):
     # -- public surface ------------------------------------------------------------------
 
     def parameters(self) -> Mapping[str, str]:
-        """``kind`` and the absolute ``directory``: resuming elsewhere is a different store."""
-        return {"kind": "jsonl", "directory": self._directory}
+        """``kind`` only: where the directory lives does not change what a run does, so a
+        directory copied or moved elsewhere resumes its runs there (design 0040)."""
+        return {"kind": "jsonl"}
 
     @property
     def directory(self) -> str:

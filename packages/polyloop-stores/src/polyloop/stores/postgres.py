@@ -124,8 +124,9 @@ class PostgresRunStore(DurableStore):
 
     ``conninfo`` is a ``postgresql://`` URL or libpq ``key=value`` text (empty: libpq's
     defaults and ``PG*`` variables). Its password never appears in ``parameters()``, ``repr``,
-    messages or logs. ``parameters()`` names the database and schema only — not host, port or
-    user — so a run started through one host name resumes through another.
+    messages or logs. ``parameters()`` names the kind only — not host, port, user, database or
+    schema — so a run started through one host name, or in a schema restored into another
+    database, resumes there (design 0040).
 
     The schema and its tables are created on the first write (or lease, or :meth:`open`),
     safely when several processes start at once. ``dead_connection_timeout_seconds`` bounds,
@@ -177,8 +178,10 @@ class PostgresRunStore(DurableStore):
     # -- public surface ------------------------------------------------------------------
 
     def parameters(self) -> Mapping[str, str]:
-        """``kind``, ``database`` and ``schema``: where the logs are, not how to get there."""
-        return {"kind": "postgres", "database": self._target.database, "schema": self._schema}
+        """``kind`` only: neither how to reach the logs (host, port, user, password) nor where
+        they are (database, schema), so a schema restored into another database resumes its
+        runs there (design 0040)."""
+        return {"kind": "postgres"}
 
     def __repr__(self) -> str:
         t = self._target
@@ -189,7 +192,7 @@ class PostgresRunStore(DurableStore):
 
     @property
     def database(self) -> str:
-        """The database name, as ``parameters()`` gives it."""
+        """The database name, worked out from the connection string as libpq does."""
         return self._target.database
 
     @property

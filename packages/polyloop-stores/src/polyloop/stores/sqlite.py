@@ -105,8 +105,9 @@ class SqliteRunStore(DurableStore):
     # -- public surface ------------------------------------------------------------------
 
     def parameters(self) -> Mapping[str, str]:
-        """``kind`` and the absolute ``path``: resuming on another file is another store."""
-        return {"kind": "sqlite", "path": self._path}
+        """``kind`` only: where the file lives does not change what a run does, so a file
+        copied or moved elsewhere resumes its runs there (design 0040)."""
+        return {"kind": "sqlite"}
 
     @property
     def path(self) -> str:

@@ -1,0 +1,1 @@
+"""OpenTelemetryEventSink wired into the polyloop-contract kit (run with --polyloop-contract)."""

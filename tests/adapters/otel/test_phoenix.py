@@ -1,0 +1,220 @@
+"""Against a real OTLP receiver (Arize Phoenix on loopback): runs that were SIGKILLed inside an
+action, resumed in another process and finished, read back from the receiver's REST API — one
+trace per run, the tree, the names, the attributes, and the replayed and refused marks."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from polyloop.adapters.otel import run_span_id, run_trace_id
+from polyloop.session import resume
+from polyloop.stores.sqlite import SqliteRunStore
+from polyloop.types import StopReason
+from tests.adapters.otel._child import definition, telemetry_for
+from tests.stores import _agent
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[3]
+Span = Mapping[str, Any]
+
+
+def _spans(url: str, run_id: str) -> list[Span]:
+    """Every span Phoenix holds for the run's trace."""
+    query = urllib.parse.urlencode({"trace_id": f"{run_trace_id(run_id):032x}", "limit": 1000})
+    with urllib.request.urlopen(f"{url}/v1/projects/default/spans?{query}", timeout=10) as answer:
+        body = json.loads(answer.read())
+    data: list[Span] = body["data"]
+    return data
+
+
+def _wait_for(url: str, run_id: str, done: Any, timeout: float = 60.0) -> list[Span]:
+    deadline = time.monotonic() + timeout
+    spans = _spans(url, run_id)
+    while not done(spans):
+        assert time.monotonic() < deadline, f"Phoenix never got the spans; it has {spans!r}"
+        time.sleep(0.2)
+        spans = _spans(url, run_id)
+    return spans
+
+
+def _named(spans: list[Span], name: str, step: int | None = None) -> Span:
+    found = [
+        s
+        for s in spans
+        if s["name"] == name and (step is None or s["attributes"].get("polyloop.step") == step)
+    ]
+    assert 1 == len(found), (name, step, [s["name"] for s in spans])
+    return found[0]
+
+
+def _parent(span: Span) -> str | None:
+    parent: str | None = span["parent_id"]
+    return parent
+
+
+def _id(span: Span) -> str:
+    span_id: str = span["context"]["span_id"]
+    return span_id
+
+
+def _start_child(*arguments: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.adapters.otel._child", *arguments],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+
+async def _crash_and_resume(
+    url: str, where: Path, policy: str
+) -> tuple[str, list[Span], StopReason, list[dict[str, object]]]:
+    """SIGKILL a driver inside its step-1 action (once the receiver has step 0), resume here."""
+    run_id = f"otel-{policy}-{os.getpid()}-{time.time_ns()}"
+    database, ledger = str(where / f"{policy}.db"), str(where / f"{policy}.ledger")
+    child = _start_child(url, database, run_id, policy, ledger)
+    try:
+        assert child.stdout is not None
+        line = await asyncio.to_thread(child.stdout.readline)
+        assert "in-action" == line.strip()
+        # Step 0 has ended in the crashing process; its spans leave within 50 ms.
+        await asyncio.to_thread(
+            _wait_for,
+            url,
+            run_id,
+            lambda spans: any(s["name"] == "execute_tool pay" for s in spans),
+        )
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=30)
+        assert child.stdout is not None
+        child.stdout.close()
+    assert -signal.SIGKILL == child.returncode
+
+    telemetry = telemetry_for(url)
+    store = SqliteRunStore(database)
+    try:
+        tools = _agent.ledger_tools(ledger, run_id, "resumer")
+        result = await resume(
+            definition(store, policy, telemetry), _agent.ledger_request(run_id, tools)
+        )
+    finally:
+        store.close()
+        await asyncio.to_thread(telemetry.shutdown)
+    assert 0 == telemetry.export_failures
+    spans = await asyncio.to_thread(
+        _wait_for,
+        url,
+        run_id,
+        lambda spans: any(s["name"] == "invoke_agent polyloop" for s in spans),
+    )
+    return run_id, spans, result.stop_reason, _agent.ledger_effects(ledger)
+
+
+def _check_crashed_part(spans: list[Span], run_id: str) -> str:
+    """Step 0 of the killed invocation: in the run's trace, under an invocation span that
+    never ended (SIGKILL) and so never reached the receiver. Returns that span's id."""
+    chat = _named(spans, "chat", 0)
+    pay = _named(spans, "execute_tool pay", 0)
+    crashed_invocation = _parent(chat)
+    assert crashed_invocation is not None
+    assert crashed_invocation == _parent(pay)
+    assert crashed_invocation not in {_id(s) for s in spans}
+    assert {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": "pay",
+        "gen_ai.tool.call.id": "action-0",
+        "polyloop.replay_policy": "never",
+        "polyloop.action.outcome": "executed",
+        "polyloop.run_id": run_id,
+    }.items() <= pay["attributes"].items()
+    return crashed_invocation
+
+
+async def test_a_killed_and_resumed_run_reads_back_as_one_trace_with_its_replay_marked(
+    phoenix_url: str, tmp_path: Path
+) -> None:
+    """SAFE action in doubt: the resumed invocation (a root under the run's span) says it made
+    the action again; its model call (reused from the log) and action carry the marks; every
+    span is in the trace derived from the run id."""
+    run_id, spans, stop, effects = await _crash_and_resume(phoenix_url, tmp_path, "safe")
+    assert StopReason.AGENT_FINISHED == stop
+    assert [("crashed", 0), ("crashed", 1), ("resumer", 1)] == [(e["who"], e["n"]) for e in effects]
+    assert {f"{run_trace_id(run_id):032x}"} == {s["context"]["trace_id"] for s in spans}
+    crashed_invocation = _check_crashed_part(spans, run_id)
+
+    invocation = _named(spans, "invoke_agent polyloop")
+    assert f"{run_span_id(run_id):016x}" == _parent(invocation)
+    assert crashed_invocation != _id(invocation)
+    assert {
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.agent.name": "polyloop",
+        "polyloop.run_id": run_id,
+        "polyloop.resumed": True,
+        "polyloop.first_step": 1,
+        "polyloop.resume.move": "execute_action_again",
+        "polyloop.resume.intent_kind": "action",
+        "polyloop.resume.result_id": "action-1",
+        "polyloop.resume.replay_policy": "safe",
+        "polyloop.stop_reason": "agent_finished",
+        "polyloop.steps": 3,
+        "polyloop.budget.steps_left": 5,
+        "polyloop.budget.actions_left": 6,
+    }.items() <= invocation["attributes"].items()
+    tool = _named(spans, "execute_tool hang_safe", 1)
+    reused, final = _named(spans, "chat", 1), _named(spans, "chat", 2)
+    assert _id(invocation) == _parent(tool) == _parent(reused) == _parent(final)
+    assert {
+        "polyloop.replayed": True,
+        "polyloop.replay_policy": "safe",
+        "polyloop.action.outcome": "executed",
+        "gen_ai.tool.call.id": "action-1",
+    }.items() <= tool["attributes"].items()
+    assert reused["attributes"]["polyloop.reused"] is True
+    assert "polyloop.replayed" not in final["attributes"]
+    assert {"UNSET"} == {s["status_code"] for s in spans}
+    # Nothing else: 2 spans of the killed step 0, the invocation, 2 chats and 1 tool.
+    assert 6 == len(spans)
+
+
+async def test_a_killed_never_action_reads_back_refused(phoenix_url: str, tmp_path: Path) -> None:
+    """NEVER action in doubt: the resumed invocation holds a refused execute_tool span for the
+    intent, and both end as resume_state_unknown errors; the action ran only once."""
+    run_id, spans, stop, effects = await _crash_and_resume(phoenix_url, tmp_path, "never")
+    assert StopReason.RESUME_STATE_UNKNOWN == stop
+    assert [("crashed", 0), ("crashed", 1)] == [(e["who"], e["n"]) for e in effects]
+    _check_crashed_part(spans, run_id)
+    invocation = _named(spans, "invoke_agent polyloop")
+    assert {
+        "polyloop.resumed": True,
+        "polyloop.resume.move": "stop_state_unknown",
+        "polyloop.resume.replay_policy": "never",
+        "polyloop.stop_reason": "resume_state_unknown",
+        "error.type": "resume_state_unknown",
+    }.items() <= invocation["attributes"].items()
+    assert "ERROR" == invocation["status_code"]
+    refused = _named(spans, "execute_tool")
+    assert _id(invocation) == _parent(refused)
+    assert "ERROR" == refused["status_code"]
+    assert {
+        "polyloop.refused": True,
+        "polyloop.action.outcome": "refused",
+        "polyloop.replay_policy": "never",
+        "polyloop.result_id": "action-1",
+        "polyloop.step": 1,
+    }.items() <= refused["attributes"].items()
+    assert 4 == len(spans)
