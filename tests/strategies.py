@@ -163,7 +163,17 @@ run_results = st.builds(
     event_delivery_failures=counts,
 )
 
-run_started_records = st.builds(RunStarted, run_id=run_ids, parameter_snapshot=parameter_snapshots)
+run_started_records = st.builds(
+    RunStarted, run_id=run_ids, parameter_snapshot=parameter_snapshots
+) | st.builds(
+    # A follow-up run (design 0052): it names another run and holds the user's new input.
+    lambda ids, snapshot, queued: RunStarted(
+        ids[0], snapshot, follows_run_id=ids[1], queued_input=queued
+    ),
+    st.tuples(run_ids, result_ids).filter(lambda ids: ids[0] != ids[1]),
+    parameter_snapshots,
+    texts,
+)
 
 intents = st.builds(
     Intent,

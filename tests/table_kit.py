@@ -7,8 +7,8 @@ path independent of the table's own code.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
 import json
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from polyloop import testing

@@ -13,6 +13,9 @@ Each episode's data says what its agent does (every key optional):
 - ``variant``: a string put into ``model_binding``, so changing it changes the snapshot.
 - ``model_fails``: every model call raises (the run stops with ``llm_error``).
 - ``calls``: a file where each model call appends a line (fsynced): what a pass called.
+- ``gated``: ``pay`` requires a person's approval (issue 24), and its schema wants an integer
+  ``n``; ``note``: a text every ``pay`` call carries as its ``note`` argument.
+- ``question``: the first call asks the user this question (tool ``ask_user``, ``asks_user``).
 """
 
 from __future__ import annotations
@@ -61,8 +64,17 @@ def append_line(path: str, document: Mapping[str, Any]) -> None:
 class EpisodeModel:
     """Scripted by call index (a resumed run sees the same script), optionally slow."""
 
-    def __init__(self, steps: int, sleep: float, fails: bool, calls: str | None) -> None:
+    def __init__(
+        self,
+        steps: int,
+        sleep: float,
+        fails: bool,
+        calls: str | None,
+        note: str | None = None,
+        question: str | None = None,
+    ) -> None:
         self.steps, self.sleep, self.fails, self.calls = steps, sleep, fails, calls
+        self.note, self.question = note, question
 
     async def call(self, call: ModelCall) -> ModelReply:
         if self.calls:
@@ -72,9 +84,15 @@ class EpisodeModel:
         if self.fails:
             raise ConnectionError("the test model is down")
         k = call.call_index
+        if self.question is not None and k == 0:
+            asked = json.dumps({"question": self.question})
+            return reply(f"CALL ask_user {asked}", call_id=f"c{k}")
         if k < self.steps:
             tool = "look" if k % 2 == 0 else "pay"
-            return reply(f'CALL {tool} {{"n": {k}}}', call_id=f"c{k}")
+            arguments: dict[str, object] = {"n": k}
+            if tool == "pay" and self.note is not None:
+                arguments["note"] = self.note
+            return reply(f"CALL {tool} {json.dumps(arguments)}", call_id=f"c{k}")
         return reply(f"FINAL: done after {self.steps} calls", call_id=f"c{k}")
 
     def parameters(self) -> Mapping[str, str]:
@@ -96,14 +114,32 @@ def _tools(episode: Episode) -> ToolRegistry:
 
         return record
 
-    return ToolRegistry(
-        [
-            Tool(
-                ToolSpec("look", "Looks.", {"type": "object"}, ReplayPolicy.SAFE), handler("look")
-            ),
-            Tool(ToolSpec("pay", "Pays.", {"type": "object"}, ReplayPolicy.NEVER), handler("pay")),
-        ]
+    gated = bool(episode.data.get("gated"))
+    pay_schema: Mapping[str, object] = (
+        {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+        if gated
+        else {"type": "object"}
     )
+    tools = [
+        Tool(ToolSpec("look", "Looks.", {"type": "object"}, ReplayPolicy.SAFE), handler("look")),
+        Tool(
+            ToolSpec("pay", "Pays.", pay_schema, ReplayPolicy.NEVER, requires_approval=gated),
+            handler("pay"),
+        ),
+    ]
+    if episode.data.get("question") is not None:
+        tools.append(
+            Tool(
+                ToolSpec(
+                    "ask_user",
+                    "Asks the user.",
+                    {"type": "object", "properties": {"question": {"type": "string"}}},
+                    asks_user=True,
+                ),
+                lambda arguments: "never called: a person answers",
+            )
+        )
+    return ToolRegistry(tools)
 
 
 def build(episode: Episode, store: RunStore) -> EpisodeAgent:
@@ -112,7 +148,12 @@ def build(episode: Episode, store: RunStore) -> EpisodeAgent:
     steps = int(data.get("steps", 2))
     tools = _tools(episode)
     model = EpisodeModel(
-        steps, float(data.get("model_sleep", 0)), bool(data.get("model_fails")), data.get("calls")
+        steps,
+        float(data.get("model_sleep", 0)),
+        bool(data.get("model_fails")),
+        data.get("calls"),
+        data.get("note"),
+        data.get("question"),
     )
     definition = AgentDefinition(model, LineDecisionParser(), store, NullEventSink(), SYNTHETIC)
     binding = {"variant": str(data["variant"])} if "variant" in data else {}

@@ -16,7 +16,6 @@ from hypothesis import strategies as st
 
 from polyloop.errors import ConfigurationError
 from polyloop.ports import RunLog
-from polyloop.serialization import to_dict
 from polyloop.stores.jsonl import JsonlRunStore
 from polyloop.stores.memory import MemoryRunStore
 from polyloop.stores.step_table import (

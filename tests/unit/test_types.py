@@ -119,6 +119,9 @@ EXPECTED_FIELDS: dict[type[Any], list[tuple[str, object, object]]] = {
         ("run_id", str, _NO_DEFAULT),
         ("parameter_snapshot", Mapping[str, str], _NO_DEFAULT),
         ("schema_version", int, CURRENT_SCHEMA_VERSION),
+        # added after schema 1.0, defaulted and optional on read (design 0052)
+        ("follows_run_id", str | None, None),
+        ("queued_input", str | None, None),
     ],
     Intent: [
         ("run_id", str, _NO_DEFAULT),

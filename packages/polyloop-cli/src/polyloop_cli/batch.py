@@ -22,6 +22,7 @@ from polyloop.batch import (
     EpisodeFactory,
     EpisodesFile,
     EpisodesFileError,
+    EpisodeStatus,
     FactoryError,
     ReportObserver,
     ResultsFile,
@@ -33,6 +34,7 @@ from polyloop.batch import (
 from polyloop.batch.errors import BatchError
 from polyloop.errors import ConfigurationError
 from polyloop.ports import RunStore
+from polyloop.stores.urls import shown_url
 from polyloop_cli.batch_progress import progress_observer
 from polyloop_cli.errors import CliError, ExitCode
 from polyloop_cli.invocation import suggest
@@ -174,6 +176,20 @@ def batch(
     _print_summary(output, summary, episodes, results_path)
     if summary.interrupted:
         raise KeyboardInterrupt
+    parked = summary.count(EpisodeStatus.PARKED)
+    if (
+        not summary.complete
+        and parked == summary.done - _finished(summary)
+        and not (summary.not_launched)
+    ):
+        # Only parked episodes keep the batch from completing: they wait for a person.
+        store_words = () if store is None else ("--store", shown_url(store.strip()))
+        raise CliError(
+            ExitCode.BATCH_PARKED,
+            f"{parked} episode(s) wait for a person; decide them "
+            f"(`{suggest('pending', *store_words)}`), then rerun the same "
+            "command to continue them" + (f": {rerun}" if rerun else "."),
+        )
     if not summary.complete:
         raise CliError(
             ExitCode.BATCH_INCOMPLETE,
@@ -221,6 +237,10 @@ def _load(spec: str) -> EpisodeFactory:
         raise CliError(ExitCode.BAD_FACTORY, str(error)) from None
 
 
+def _finished(summary: BatchSummary) -> int:
+    return sum(summary.count(status) for status in EpisodeStatus if status.finished)
+
+
 def _incomplete(summary: BatchSummary) -> str:
     parts = []
     for status, one, many in (
@@ -231,6 +251,7 @@ def _incomplete(summary: BatchSummary) -> str:
             "were skipped (other drivers held them)",
         ),
         ("cancelled", "was cancelled", "were cancelled"),
+        ("parked", "waits for a person", "wait for a person"),
     ):
         count = summary.by_status.get(status, 0)
         if count:
@@ -388,4 +409,13 @@ def _print_summary(
             else ""
         )
         print_line(f"Skipped, another driver held the run ({skipped_count}): {names}{more}")
+    parked_count = summary.count(EpisodeStatus.PARKED)
+    if parked_count:
+        names = ", ".join(json.dumps(run_id) for run_id in summary.parked)
+        more = (
+            f" and {parked_count - len(summary.parked)} more"
+            if parked_count > len(summary.parked)
+            else ""
+        )
+        print_line(f"Waiting for a person, parked ({parked_count}): {names}{more}")
     print_line(f"Results: {results_path}")

@@ -40,7 +40,7 @@ def _counts(tally: BatchTally) -> str:
     reasons = "  ".join(f"{reason} {n}" for reason, n in sorted(tally.by_stop_reason.items()))
     troubles = "  ".join(
         f"{status} {tally.by_status[status]}"
-        for status in ("error", "skipped", "cancelled")
+        for status in ("error", "skipped", "cancelled", "parked")
         if tally.by_status[status]
     )
     return "  ".join(part for part in (reasons, troubles) if part) or "-"

@@ -125,6 +125,12 @@ def _model_config(base_url: str | None, model: str | None, scripted: bool) -> Mo
     is_flag=True,
     help="Use the built-in scripted model even when POLYLOOP_GATEWAY_URL/POLYLOOP_MODEL are set.",
 )
+@click.option(
+    "--approval",
+    is_flag=True,
+    help="Instead: a run whose refund waits for a person's approval. It parks before the "
+    "refund; the command printed (`polyloop approve … --agent …`) approves and continues it.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document at the end.")
 def demo(
     store: str | None,
@@ -132,10 +138,12 @@ def demo(
     base_url: str | None,
     model: str | None,
     scripted: bool,
+    approval: bool,
     as_json: bool,
 ) -> None:
     """Kill an agent run with SIGKILL mid-action, resume it, and show that no side effect
-    marked `never` ran twice. Offline by default; finishes in seconds."""
+    marked `never` ran twice. Offline by default; finishes in seconds. With --approval: a
+    run that waits for a person before it refunds."""
     started = time.monotonic()
     output = Output(as_json=as_json)
     url = parse_store_url(store if store is not None else default_store_url())
@@ -143,6 +151,9 @@ def demo(
         url = StoreUrl.of_file(url.kind, url.path.absolute())
     ledger_path = (ledger or default_ledger(url)).absolute()
     config = _model_config(base_url, model, scripted)
+    if approval:
+        _approval_demo(output, url, ledger_path, config, store)
+        return
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(2)
     scenarios = [
         Scenario(
@@ -202,6 +213,26 @@ def demo(
             f"run(s) {', '.join(not_staged)} never reached the tool the demo kills in (the "
             "model chose other actions); rerun, or use the scripted model (--scripted).",
         )
+
+
+def _approval_demo(
+    output: Output, url: StoreUrl, ledger: Path, config: ModelConfig, store: str | None
+) -> None:
+    from polyloop_cli.demo_approval import play_approval
+
+    asyncio.run(_probe_store(url))
+    try:
+        ledger.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise CliError(
+            ExitCode.STORE_UNREADABLE,
+            f"cannot create {ledger.parent} ({error.strerror}); pass --ledger or set "
+            "POLYLOOP_HOME to a writable place.",
+        ) from None
+    option = () if store is None else ("--store", str(url))
+    document = asyncio.run(play_approval(output, url, ledger, config, option))
+    if output.as_json:
+        output.json(document)
 
 
 def default_ledger(url: StoreUrl) -> Path:

@@ -130,7 +130,9 @@ def read_ledger(ledger: Path, run_id: str) -> list[dict[str, Any]]:
     return entries
 
 
-def _tools(run_id: str, ledger: Path, pause: PauseHook | None) -> ToolRegistry:
+def _tools(
+    run_id: str, ledger: Path, pause: PauseHook | None, approval: bool = False
+) -> ToolRegistry:
     async def effect(tool: str, detail: Mapping[str, object], result: str) -> str:
         _append(ledger, {"run_id": run_id, "tool": tool, "pid": os.getpid(), **detail})
         if pause is not None:
@@ -188,6 +190,7 @@ def _tools(run_id: str, ledger: Path, pause: PauseHook | None) -> ToolRegistry:
                         "additionalProperties": False,
                     },
                     replay_policy=TOOL_POLICIES["issue_refund"],
+                    requires_approval=approval,
                 ),
                 issue_refund,
             ),
@@ -250,9 +253,11 @@ def build_agent(
     model: ModelClient,
     on_event: Callable[[Event], None] = lambda event: None,
     pause: PauseHook | None = None,
+    approval: bool = False,
 ) -> tuple[AgentDefinition, RunRequest]:
     """The demo's definition and request. ``pause`` and ``on_event`` change nothing that the
-    parameter snapshot sees, so a run started with them resumes without them."""
+    parameter snapshot sees, so a run started with them resumes without them. ``approval``:
+    ``issue_refund`` waits for a person's approval (``polyloop demo --approval``)."""
     definition = AgentDefinition(
         model_client=model,
         decision_parser=LineDecisionParser(),
@@ -264,7 +269,7 @@ def build_agent(
             model_call_failed="The model call failed.",
         ),
     )
-    tools = _tools(run_id, ledger, pause)
+    tools = _tools(run_id, ledger, pause, approval)
     request = RunRequest(
         run_id=run_id,
         budget=Budget(

@@ -33,6 +33,21 @@ class ExitCode(IntEnum):
     MODEL_ERROR = 8
     #: The demo could not stage its crash (the worker ended or hung before the crash point).
     DEMO_FAILED = 9
+    #: ``approve``/``reject``/``edit``/``answer``: the run waits on no ask (none was made, it
+    #: is decided already, the run finished); nothing was written.
+    ASK_NOT_PENDING = 10
+    #: A decision bound (``--sha256``) to another ask than the pending one: its arguments,
+    #: tool schema or policy changed since it was shown; nothing was written.
+    STALE_ASK = 11
+    #: Another process drives or decides the run right now (its lease is held).
+    RUN_BUSY = 12
+    #: The decision does not fit the ask (approving a question, edited arguments the tool's
+    #: schema refuses, a rejection without a reason); nothing was written.
+    DECISION_REFUSED = 13
+    #: ``resume``: the run parked again, on a new ask (``polyloop pending`` shows it).
+    PARKED = 14
+    #: ``resume``: the agent given is not the one the run started with (its parameters differ).
+    RESUME_REFUSED = 15
     #: ``batch`` ended with episodes that failed, were skipped or were cancelled (summary
     #: printed; rerun the same command to continue). Numbers from 20 are the batch's own.
     BATCH_INCOMPLETE = 20
@@ -43,6 +58,9 @@ class ExitCode(IntEnum):
     #: ``batch --ray``: Ray is missing or unreachable, or its workers cannot serve the batch
     #: (cannot import the factory, do not share the disk of a file store).
     BATCH_WORKERS = 23
+    #: ``batch`` ended with every episode finished or parked, some parked: they wait for a
+    #: person (``polyloop pending``); decide them, then rerun the same command.
+    BATCH_PARKED = 24
 
 
 #: The longest a headline may be (what happened, to what, what to do), before any detail.

@@ -17,17 +17,22 @@ from polyloop.ports import LeaseHolder, RunLog
 from polyloop.recovery import (
     PARSE_FAILURE_LIMIT_KEY,
     ResumePlan,
+    answer_to,
     is_parse_failure,
+    pending_ask,
     plan_resume,
+    run_status,
     snapshot_facts,
     validate_log,
 )
 from polyloop.serialization import to_dict
 from polyloop.types import ActionStatus, Intent, StepRecord
+from polyloop_cli.asks import ask_json, decision_json
 
 __all__ = [
     "PlanReport",
     "StepSpan",
+    "asks_json",
     "corruption",
     "holder_json",
     "model_calls_json",
@@ -134,6 +139,9 @@ def run_summary(
             "tail": None,
             "corrupt": damage,
             "holder": holder_json(holder),
+            "follows_run_id": None,
+            "run_status": None,
+            "pending_ask": None,
         }
     verdict = damage if damage is not None else corruption(log, run_id)
     snapshot: Mapping[str, str] = log.started.parameter_snapshot if log.started else {}
@@ -149,18 +157,43 @@ def run_summary(
         "tail": None,
         "corrupt": verdict,
         "holder": holder_json(holder),
+        "follows_run_id": None if log.started is None else log.started.follows_run_id,
+        # Seed 002's status word (design 0038); unknown for a corrupt log.
+        "run_status": None,
+        "pending_ask": None,
     }
     if verdict is not None:
         row["status"] = "corrupt"
         return row
+    row["run_status"] = run_status(log).value
     if log.finished is not None:
         row["status"] = "finished"
         row["stop_reason"] = log.finished.result.stop_reason.value
         return row
     row["tail"] = plan_report(log).plan.state.value
-    if holder is not None:
+    ask = pending_ask(log)
+    if ask is not None:
+        # Parked: no driver holds it, it waits for a person (design 0037).
+        row["status"] = "waiting_approval"
+        row["pending_ask"] = {
+            "step": ask.step,
+            "kind": ask.kind.value,
+            "tool_name": ask.tool_name,
+            "asked_at": ask.asked_at,
+        }
+    elif holder is not None:
         row["status"] = "running"
     return row
+
+
+def asks_json(log: RunLog) -> list[dict[str, Any]]:
+    """Every ask the run made, each with the decision on it (``None`` while it waits)."""
+    items = []
+    for ask in log.asks:
+        answered = answer_to(log, ask)
+        decision = None if answered is None else decision_json(answered)
+        items.append({**ask_json(ask), "decision": decision})
+    return items
 
 
 def _short(text: str | None, limit: int) -> str:

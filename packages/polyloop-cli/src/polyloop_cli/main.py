@@ -14,6 +14,7 @@ import os
 import re
 import sys
 import traceback
+from collections import Counter
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,13 +22,18 @@ from typing import Any, TypeVar
 
 import click
 
+from polyloop.asking import UserAsked
 from polyloop.ports import LeaseHolder, RunLog
+from polyloop.recovery import answer_to, pending_ask, run_status
 from polyloop.serialization import dumps
 from polyloop.stores.urls import shown_url
 from polyloop.types import StepRecord
+from polyloop_cli.asks import ask_block, ask_headline, ask_json
+from polyloop_cli.conversation import earlier_turns
 from polyloop_cli.errors import CliError, ExitCode, shown_id
 from polyloop_cli.inspection import (
     StepSpan,
+    asks_json,
     corruption,
     full_step,
     holder_json,
@@ -139,7 +145,11 @@ async def _existing_log_and_holder(
 
 
 def _running(row: dict[str, Any]) -> str | None:
-    """``pid 4711 on worker-3``: who drives a ``running`` run, where the store can tell."""
+    """``pid 4711 on worker-3``: who drives a ``running`` run, where the store can tell;
+    ``step 2: issue_refund``: what a parked run waits on."""
+    ask = row.get("pending_ask")
+    if row["status"] == "waiting_approval" and ask is not None:
+        return f"step {ask['step']}: {ask['tool_name'] or ask['kind']}"
     holder = row.get("holder")
     if row["status"] != "running" or holder is None or holder["process_id"] is None:
         return None
@@ -184,7 +194,8 @@ def _untrusted(
 @store_option
 @json_option
 def runs(store: str | None, as_json: bool) -> None:
-    """List the runs in a store: id, steps, stop reason, "running" or "unfinished"."""
+    """List the runs in a store: id, steps, stop reason, "running", "waiting_approval" or
+    "unfinished". --json rows carry seed 002's status word too (run_status)."""
     output = Output(as_json=as_json)
     choice = _store(store)
     url = choice.url
@@ -206,24 +217,43 @@ def runs(store: str | None, as_json: bool) -> None:
     elif not rows:
         output.line(f"No runs in {url}. `{suggest('demo')}` makes some.")
     else:
+        # A follow-up run (design 0052) names the run it continues; the column only appears
+        # when some run is one.
+        follows = any(row["follows_run_id"] is not None for row in rows)
         output.table(
-            (Column("RUN ID"), Column("STEPS"), Column("STATUS"), Column("MODEL", Fit.TRUNCATE)),
+            (
+                Column("RUN ID"),
+                Column("STEPS"),
+                Column("STATUS"),
+                Column("MODEL", Fit.TRUNCATE),
+                *((Column("FOLLOWS"),) if follows else ()),
+            ),
             [
                 (
                     row["run_id"],
                     "" if row["steps"] is None else row["steps"],
                     status_text(row["status"], row["stop_reason"], _running(row) or row["tail"]),
                     row["model"],
+                    *((row["follows_run_id"] or "",) if follows else ()),
                 )
                 for row in rows
             ],
             title=f"Runs in {url}",
         )
+        output.line(_host_statuses(rows), style="dim")
     for problem in unreadable:
         output.line(f"unreadable run file: {problem}", style="red")
     bad = [row["run_id"] for row in rows if row["status"] == "corrupt"]
     if bad or unreadable:
         raise _untrusted(choice, bad, len(rows), unreadable)
+
+
+def _host_statuses(rows: Sequence[dict[str, Any]]) -> str:
+    """``Host status (run_status): succeeded 2, waiting_approval 1``: seed 002's words, counted
+    (a corrupt log has none)."""
+    counts = Counter(row["run_status"] for row in rows if row["run_status"] is not None)
+    words = ", ".join(f"{status} {counts[status]}" for status in sorted(counts))
+    return f"Host status (run_status): {words or 'none readable'}."
 
 
 # ---------------------------------------------------------------------------
@@ -263,6 +293,8 @@ class ShownLog:
     damage: str | None = None
     #: With ``damage``: one line per record that could not be salvaged.
     unreadable: tuple[str, ...] = ()
+    #: The runs before this one in its conversation of follow-up runs, the first run first.
+    earlier_turns: tuple[str, ...] = ()
 
 
 async def _log_to_show(choice: StoreChoice, run_id: str) -> ShownLog:
@@ -271,7 +303,9 @@ async def _log_to_show(choice: StoreChoice, run_id: str) -> ShownLog:
         if read.damage is None:
             if read.log == RunLog():
                 raise _not_found(choice, run_id)
-            return ShownLog(read.log)
+            return ShownLog(
+                read.log, earlier_turns=await earlier_turns(store, choice.url, read.log)
+            )
         saved = await salvage(store, choice.url, run_id)
         return ShownLog(saved.log, read.damage, saved.unreadable)
 
@@ -371,7 +405,8 @@ def show(
     steps = select_steps(every_step, last=last, span=span)
     totals = run_totals(every_step, summary)
     # What a damaged log seems to have announced last is a guess: say nothing about it.
-    pending = _pending(log) if shown.damage is None else []
+    ask = pending_ask(log) if summary["run_status"] is not None else None
+    pending = _pending(log, ask) if shown.damage is None else []
     if as_json:
         document: dict[str, Any] = {
             "store": str(choice.url),
@@ -384,6 +419,10 @@ def show(
             "model_calls": model_calls_json(log),
             "pending": pending,
             "totals": totals,
+            "queued_input": None if log.started is None else log.started.queued_input,
+            "pending_ask": None if ask is None else ask_json(ask),
+            "asks": asks_json(log),
+            "conversation": [*shown.earlier_turns, run_id],
         }
         if shown.damage is not None:
             document["unreadable_records"] = list(shown.unreadable)
@@ -392,6 +431,14 @@ def show(
         output.json(document)
     else:
         _show_text(output, run_id, choice, shown, summary, steps, len(every_step), full)
+        if ask is not None:
+            output.line()
+            output.line("Waiting for a person:", style="bold magenta")
+            ask_block(output, ask, choice.option)
+            output.line()
+        decided = _decided_not_carried_out(log) if shown.damage is None else None
+        if decided is not None:
+            output.line(decided, style="magenta")
         for item in pending:
             output.line(f"announced, never completed: {item}", style="yellow")
         output.line(_totals_line(totals), style="bold")
@@ -426,9 +473,23 @@ def _show_text(
     header: list[tuple[str, object]] = [
         ("run", run_id),
         ("store", str(choice.url)),
-        ("status", status_text(summary["status"], summary["stop_reason"], summary["tail"])),
+        (
+            "status",
+            status_text(
+                summary["status"], summary["stop_reason"], _running(summary) or summary["tail"]
+            ),
+        ),
         ("steps", total),
     ]
+    if log.started is not None and log.started.queued_input is not None:
+        chain = " → ".join((*shown.earlier_turns, run_id))
+        header.append(
+            (
+                "follows",
+                f"{log.started.follows_run_id} (turn {len(shown.earlier_turns) + 1}: {chain})",
+            )
+        )
+        header.append(("user input", log.started.queued_input))
     if log.finished is not None and log.finished.result.final_answer is not None:
         header.append(("final answer", log.finished.result.final_answer))
     if summary["tail"]:
@@ -459,16 +520,34 @@ def _show_text(
         output.fields(sorted(log.started.parameter_snapshot.items()), title="Parameter snapshot")
 
 
+def _decided_not_carried_out(log: RunLog) -> str | None:
+    """A line for an unfinished run whose last ask is decided but not yet carried out."""
+    if log.finished is not None or not log.asks or log.asks[-1].step != len(log.steps):
+        return None
+    last = log.asks[-1]
+    answered = answer_to(log, last)
+    if answered is None:
+        return None
+    who = f" by {answered.decided_by}" if answered.decided_by else ""
+    return (
+        f"Decided: {ask_headline(last)} — {answered.verdict.value}{who} at "
+        f"{answered.decided_at}; resume carries it out."
+    )
+
+
 def _plain(value: object) -> str:
     """A field of ``--full`` as its JSON value, so ``null``, ``""`` and ``false`` differ."""
     return json.dumps(value, ensure_ascii=False)
 
 
-def _pending(log: RunLog) -> list[str]:
+def _pending(log: RunLog, ask: UserAsked | None = None) -> list[str]:
     """Intents of the step after the last recorded one (announced, never completed), in words.
 
-    On a finished run they are what it stopped on (e.g. ``resume_state_unknown``)."""
+    On a finished run they are what it stopped on (e.g. ``resume_state_unknown``). A parked
+    run's step (``ask``) is left out: it waits for a person, which is said instead."""
     next_step = len(log.steps)
+    if ask is not None and ask.step == next_step:
+        return []
     results = {result.result_id: result for result in log.model_results}
     items: list[str] = []
     for intent in log.intents:
@@ -515,6 +594,7 @@ def plan(run_id: str, store: str | None, as_json: bool) -> None:
         )
     report = plan_report(log)
     refused_now = holder is not None and log.finished is None
+    ask = pending_ask(log)
     if as_json:
         lease = {"held": holder is not None, "holder": holder_json(holder)}
         output.json(
@@ -524,6 +604,8 @@ def plan(run_id: str, store: str | None, as_json: bool) -> None:
                 **report.to_json(),
                 "lease": lease,
                 "resume_refused_now": refused_now,
+                "run_status": run_status(log).value,
+                "pending_ask": None if ask is None else ask_json(ask),
             }
         )
         return
@@ -546,6 +628,14 @@ def plan(run_id: str, store: str | None, as_json: bool) -> None:
             )
         )
     pairs.append(("why", data["reason"]))
+    if ask is not None:
+        pairs.append(
+            (
+                "waits for",
+                f"a person: {ask_headline(ask)}, since {ask.asked_at}; resume carries out the "
+                "decision once one is recorded",
+            )
+        )
     if refused_now:
         assert holder is not None
         pairs.append(
@@ -556,6 +646,9 @@ def plan(run_id: str, store: str | None, as_json: bool) -> None:
             )
         )
     output.fields(pairs, title=f"Resume plan for {run_id}")
+    if ask is not None:
+        output.line()
+        ask_block(output, ask, choice.option)
     for assumption in report.assumptions:
         output.note(f"assumed: {assumption}", style="yellow")
 
@@ -758,7 +851,21 @@ def _register_demo() -> None:
     cli.add_command(view)
 
 
+def _register_asks() -> None:
+    """The commands of runs that wait for a person (design 0053), one module each."""
+    from polyloop_cli.answer import answer
+    from polyloop_cli.approve import approve
+    from polyloop_cli.edit import edit
+    from polyloop_cli.pending import pending
+    from polyloop_cli.reject import reject
+    from polyloop_cli.resume import resume
+
+    for command in (pending, approve, reject, edit, answer, resume):
+        cli.add_command(command)
+
+
 _register_demo()
+_register_asks()
 
 
 # ---------------------------------------------------------------------------

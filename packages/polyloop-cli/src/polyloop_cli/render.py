@@ -230,6 +230,7 @@ _STATUS_STYLES = {
     "corrupt": ("CORRUPT", "bold red"),
     "unfinished": ("unfinished", "yellow"),
     "running": ("running", "cyan"),
+    "waiting_approval": ("waiting_approval", "magenta"),
 }
 _GOOD_STOP_REASONS = frozenset({"task_completed", "agent_finished"})
 

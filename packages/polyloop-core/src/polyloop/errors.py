@@ -17,6 +17,7 @@ __all__ = [
     "PolyLoopError",
     "RunAlreadyStartedError",
     "RunLeaseHeldError",
+    "RunNotFinishedError",
     "RunNotFoundError",
     "RunWouldParkError",
     "SchemaVersionError",
@@ -130,6 +131,10 @@ class CorruptLogError(PolyLoopError):
 
 class SnapshotMismatchError(PolyLoopError):
     """The parameters a run started with differ from the ones it is resumed with."""
+
+
+class RunNotFinishedError(PolyLoopError):
+    """``follow_up`` was asked to continue from a run that has not finished (design 0052)."""
 
 
 class RunWouldParkError(ConfigurationError):

@@ -527,11 +527,21 @@ class RunResult:
 @fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class RunStarted:
-    """Head of a run log: the parameters the run was started with."""
+    """Head of a run log: the parameters the run was started with.
+
+    ``follows_run_id`` and ``queued_input`` were added after schema 1.0 (design 0052): a
+    follow-up run (the next turn of a conversation, ``polyloop.session.follow_up``) names the
+    run it continues and the user's input it was started with; both are set or both ``None``,
+    and a run that is no follow-up is stored exactly as before.
+    """
 
     run_id: str
     parameter_snapshot: Mapping[str, str]
     schema_version: int = CURRENT_SCHEMA_VERSION
+    #: The run whose history this run continues; ``None`` for a run that starts a conversation.
+    follows_run_id: str | None = field(default=None, metadata={"optional_on_read": True})
+    #: The user's new input this follow-up run was started with (seed 002's ``queued_input``).
+    queued_input: str | None = field(default=None, metadata={"optional_on_read": True})
 
     def __post_init__(self) -> None:
         object.__setattr__(
@@ -540,10 +550,42 @@ class RunStarted:
             _frozen_str_mapping("RunStarted", "parameter_snapshot", self.parameter_snapshot),
         )
         _require_version("RunStarted", self.schema_version)
+        if self.follows_run_id is not None or self.queued_input is not None:
+            self._check_follow_up()
 
-    def __reduce__(self) -> tuple[type[RunStarted], tuple[str, dict[str, str], int]]:
+    def _check_follow_up(self) -> None:
+        follows, queued = self.follows_run_id, self.queued_input
+        if (follows is None) != (queued is None):
+            raise ConfigurationError(
+                f"RunStarted of run {self.run_id!r} sets "
+                f"{'follows_run_id' if follows is not None else 'queued_input'} without "
+                f"{'queued_input' if follows is not None else 'follows_run_id'}; a follow-up run "
+                "names the run it continues and the input it starts with, both or neither."
+            )
+        if not isinstance(follows, str) or not follows or follows == self.run_id:
+            raise ConfigurationError(
+                f"RunStarted.follows_run_id must name another run, got {follows!r} for run "
+                f"{self.run_id!r}."
+            )
+        if not isinstance(queued, str):
+            raise ConfigurationError(
+                f"RunStarted.queued_input must be a string, got {type(queued).__name__}."
+            )
+
+    def __reduce__(
+        self,
+    ) -> tuple[type[RunStarted], tuple[str, dict[str, str], int, str | None, str | None]]:
         # The read-only snapshot view cannot be pickled or deep-copied; rebuild from a dict.
-        return (RunStarted, (self.run_id, dict(self.parameter_snapshot), self.schema_version))
+        return (
+            RunStarted,
+            (
+                self.run_id,
+                dict(self.parameter_snapshot),
+                self.schema_version,
+                self.follows_run_id,
+                self.queued_input,
+            ),
+        )
 
 
 @fast_frozen_init

@@ -1,8 +1,9 @@
 """Driving one episode in this process: start it, continue it, or count its recorded result.
 
-The decision is the library's own, made under the run's lease: ``run`` starts a new run and
-refuses (writing nothing) one that already has a log; ``resume`` then continues an unfinished
-run by the recovery table, or returns a finished run's recorded result — calling no seam but
+The decision is the library's own, made under the run's lease: ``run_or_park`` starts a new
+run and refuses (writing nothing) one that already has a log; ``resume_or_park`` then continues
+an unfinished run by the recovery table (a parked one once its ask is decided; until then it
+reports ``PARKED`` again), or returns a finished run's recorded result — calling no seam but
 ``parameters()`` — only when its recorded parameter snapshot equals the one built now.
 """
 
@@ -14,12 +15,13 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TypeAlias
 
+from polyloop.asking import RunParked
 from polyloop.batch.agents import EpisodeAgent, EpisodeFactory, open_agent
 from polyloop.batch.episodes import Episode
 from polyloop.batch.reports import EpisodeReport, EpisodeStatus
 from polyloop.errors import RunAlreadyStartedError, RunLeaseHeldError
 from polyloop.ports import RunLeasing, RunStore
-from polyloop.session import resume, run
+from polyloop.session import resume_or_park, run_or_park
 from polyloop.types import RunResult
 
 __all__ = ["EpisodeDriver", "LocalEpisodeDriver", "describe_error", "this_worker"]
@@ -66,9 +68,10 @@ class LocalEpisodeDriver:
             return self._report(episode, EpisodeStatus.SKIPPED, started, describe_error(held))
         except Exception as error:
             return self._report(episode, EpisodeStatus.ERROR, started, describe_error(error))
-        return EpisodeReport.of_result(
-            status, result, wall_seconds=time.monotonic() - started, worker=self.worker
-        )
+        wall = time.monotonic() - started
+        if isinstance(result, RunParked):
+            return EpisodeReport.of_parked(result, wall_seconds=wall, worker=self.worker)
+        return EpisodeReport.of_result(status, result, wall_seconds=wall, worker=self.worker)
 
     def _report(
         self, episode: Episode, status: EpisodeStatus, started: float, error: str
@@ -82,13 +85,15 @@ class LocalEpisodeDriver:
         )
 
 
-async def _drive(agent: EpisodeAgent) -> tuple[EpisodeStatus, RunResult]:
+async def _drive(agent: EpisodeAgent) -> tuple[EpisodeStatus, RunResult | RunParked]:
+    """``run_or_park``, else ``resume_or_park``: an ungated episode is driven exactly as by
+    ``run``/``resume``; a gated one may park, which a rerun continues after the decision."""
     definition, request = agent.definition, agent.request
     try:
-        return EpisodeStatus.RAN, await run(definition, request)
+        return EpisodeStatus.RAN, await run_or_park(definition, request)
     except RunAlreadyStartedError:
         pass
     # Only to name what resume did; resume itself decides under the lease.
     log = await definition.store.read_log(request.run_id)
     status = EpisodeStatus.RECORDED if log.finished is not None else EpisodeStatus.RESUMED
-    return status, await resume(definition, request)
+    return status, await resume_or_park(definition, request)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from polyloop.asking import RunParked
 from polyloop.types import RunResult
 
 __all__ = ["RESULTS_SCHEMA_VERSION", "EpisodeReport", "EpisodeStatus"]
@@ -32,6 +34,9 @@ class EpisodeStatus(StrEnum):
     #: In flight when the batch was cancelled (second Ctrl-C); the loop records ``cancelled``
     #: when it can, and a rerun treats the run by what its log says.
     CANCELLED = "cancelled"
+    #: Its run waits for a person (an approval or a question, design 0037): not an error, not
+    #: finished. Decide it (``polyloop pending``), then a rerun continues it.
+    PARKED = "parked"
 
     @property
     def finished(self) -> bool:
@@ -58,6 +63,9 @@ class EpisodeReport:
     attempts: int = 1
     #: ``<pid>@<host>`` of the process that drove it last.
     worker: str | None = None
+    #: ``PARKED`` only: what the run waits on (step, kind, tool_name, arguments_sha256,
+    #: asked_at); written to the results line only when set.
+    pending_ask: Mapping[str, object] | None = None
 
     @classmethod
     def of_result(
@@ -71,6 +79,24 @@ class EpisodeReport:
             final_answer=result.final_answer,
             wall_seconds=wall_seconds,
             worker=worker,
+        )
+
+    @classmethod
+    def of_parked(cls, parked: RunParked, *, wall_seconds: float, worker: str) -> EpisodeReport:
+        ask = parked.ask
+        return cls(
+            run_id=parked.run_id,
+            status=EpisodeStatus.PARKED,
+            steps=parked.steps_done,
+            wall_seconds=wall_seconds,
+            worker=worker,
+            pending_ask={
+                "step": ask.step,
+                "kind": ask.kind.value,
+                "tool_name": ask.tool_name,
+                "arguments_sha256": ask.arguments_sha256,
+                "asked_at": ask.asked_at,
+            },
         )
 
     def to_json(self) -> str:
@@ -88,4 +114,6 @@ class EpisodeReport:
             "attempts": self.attempts,
             "worker": self.worker,
         }
+        if self.pending_ask is not None:
+            document["pending_ask"] = dict(self.pending_ask)
         return json.dumps(document, separators=(",", ":"))

@@ -52,6 +52,8 @@ class BatchSummary:
     #: were cancelled (second interrupt).
     interrupted: bool = False
     cancelled: bool = False
+    #: The first :data:`LISTED` parked run_ids (they wait for a person; design 0053).
+    parked: tuple[str, ...] = ()
 
     def count(self, status: EpisodeStatus) -> int:
         return self.by_status.get(status.value, 0)
@@ -62,13 +64,19 @@ class BatchSummary:
 
     @property
     def complete(self) -> bool:
-        """Every episode finished: none failed, was skipped or cancelled, none left out."""
+        """Every episode finished: none failed, was skipped, cancelled or parked, none left
+        out."""
         return (
             not self.interrupted
             and self.not_launched == 0
             and all(
                 self.count(status) == 0
-                for status in (EpisodeStatus.ERROR, EpisodeStatus.SKIPPED, EpisodeStatus.CANCELLED)
+                for status in (
+                    EpisodeStatus.ERROR,
+                    EpisodeStatus.SKIPPED,
+                    EpisodeStatus.CANCELLED,
+                    EpisodeStatus.PARKED,
+                )
             )
         )
 
@@ -83,6 +91,8 @@ class BatchSummary:
             "error_count": self.count(EpisodeStatus.ERROR),
             "skipped": list(self.skipped),
             "skipped_count": self.count(EpisodeStatus.SKIPPED),
+            "parked": list(self.parked),
+            "parked_count": self.count(EpisodeStatus.PARKED),
             "not_launched": self.not_launched,
             "steps": self.steps,
             "wall_seconds": round(self.wall_seconds, 3),
@@ -105,6 +115,7 @@ class BatchTally:
     by_stop_reason: Counter[str] = field(default_factory=Counter)
     errors: list[EpisodeError] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    parked: list[str] = field(default_factory=list)
     started_at: float = field(default_factory=time.monotonic)
     interrupted: bool = False
     cancelled: bool = False
@@ -120,6 +131,8 @@ class BatchTally:
             self.errors.append(EpisodeError(report.run_id, report.error or ""))
         if report.status is EpisodeStatus.SKIPPED and len(self.skipped) < LISTED:
             self.skipped.append(report.run_id)
+        if report.status is EpisodeStatus.PARKED and len(self.parked) < LISTED:
+            self.parked.append(report.run_id)
 
     @property
     def wall_seconds(self) -> float:
@@ -151,4 +164,5 @@ class BatchTally:
             wall_seconds=self.wall_seconds,
             interrupted=self.interrupted,
             cancelled=self.cancelled,
+            parked=tuple(self.parked),
         )

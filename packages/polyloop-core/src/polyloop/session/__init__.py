@@ -1,6 +1,7 @@
 """Assembly and the governed loop: ``AgentDefinition``, ``RunRequest``, ``run`` and ``resume``;
 for runs that may wait for a person, ``run_or_park``/``resume_or_park`` and the decisions
-(``approve``, ``edit``, ``reject``, ``answer``; design 0037).
+(``approve``, ``edit``, ``reject``, ``answer``; design 0037); ``follow_up``, the next turn of a
+conversation as a new run (design 0052).
 
 It also re-exports, for imports written before they moved, eight names of
 :mod:`polyloop.recovery`, where they live and where new code imports them from: ``validate_log``
@@ -35,6 +36,7 @@ from polyloop.session._definition import (
     RunRequest,
     merge_snapshots,
 )
+from polyloop.session._follow_up import follow_up
 from polyloop.session._gates import DEFAULT_REJECTED_TEMPLATE, REASON_TOKEN, ApprovalPolicy
 from polyloop.session._loop import DEFAULT_EVENT_TIMEOUT_SECONDS, run, run_or_park, run_snapshot
 from polyloop.session._resume import resume, resume_or_park
@@ -57,6 +59,7 @@ __all__ = [
     "answer",
     "approve",
     "edit",
+    "follow_up",
     "merge_snapshots",
     "model_result_id",
     "plan_resume",

@@ -85,6 +85,7 @@ __all__ = [
     "run",
     "run_or_park",
     "run_snapshot",
+    "start",
 ]
 
 logger = logging.getLogger("polyloop")
@@ -709,7 +710,7 @@ async def run(
     check_options(clock, event_timeout_seconds, lease_wait_seconds)
     refuse_gated(request, "run", "run_or_park")
     outcome = await leased(
-        _start, definition, request, clock, event_timeout_seconds, lease_wait_seconds, _UNGATED
+        start, definition, request, clock, event_timeout_seconds, lease_wait_seconds, _UNGATED
     )
     assert type(outcome) is RunResult  # an ungated run never parks
     return outcome
@@ -755,7 +756,7 @@ async def run_or_park(
     check_options(clock, event_timeout_seconds, lease_wait_seconds)
     asking = Asking.of(request, definition, approval_policy, rejected_template, ask_now)
     return await leased(
-        _start, definition, request, clock, event_timeout_seconds, lease_wait_seconds, asking
+        start, definition, request, clock, event_timeout_seconds, lease_wait_seconds, asking
     )
 
 
@@ -781,13 +782,17 @@ async def leased(
         await release_run_lease(lease)
 
 
-async def _start(
+async def start(
     definition: AgentDefinition,
     request: RunRequest,
     clock: Clock,
     event_timeout_seconds: float,
     asking: Asking,
+    *,
+    follows_run_id: str | None = None,
+    queued_input: str | None = None,
 ) -> RunResult | RunParked:
+    """Write ``RunStarted`` (with the follow-up fields, design 0052) and drive the new run."""
     snapshot = run_snapshot(definition, request, asking.gates)
     invocation = Driver(definition, request, clock, event_timeout_seconds, asking)
     existing = await definition.store.read_log(request.run_id)
@@ -797,7 +802,11 @@ async def _start(
             "once. Call resume() with the same definition and request to continue it, or use a "
             "new run_id."
         )
-    await definition.store.write_run_started(RunStarted(request.run_id, snapshot))
+    await definition.store.write_run_started(
+        RunStarted(
+            request.run_id, snapshot, follows_run_id=follows_run_id, queued_input=queued_input
+        )
+    )
     await invocation.events.emit(
         Event(
             EventKind.RUN_STARTED,

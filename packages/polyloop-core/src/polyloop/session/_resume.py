@@ -35,6 +35,7 @@ from polyloop.recovery import (
 )
 from polyloop.session._deciding import AskHandler
 from polyloop.session._definition import AgentDefinition, RunRequest, snapshot_differences
+from polyloop.session._follow_up import resumed_request
 from polyloop.session._gates import DEFAULT_REJECTED_TEMPLATE, ApprovalPolicy
 from polyloop.session._loop import (
     _UNGATED,
@@ -143,6 +144,7 @@ async def _continue(
         )
     if log.finished is not None:
         return log.finished.result
+    request = await resumed_request(definition.store, request, log.started)
 
     plan = plan_resume(
         log,

@@ -1,0 +1,164 @@
+"""What ``approve``, ``reject``, ``edit`` and ``answer`` share: find the ask, bind the decision
+to the digest the person saw, record it through ``polyloop.session`` and say what happened.
+
+The decision itself (the lease, at most once, the digests) is the library's; this module maps
+its refusals onto exit codes (design 0053): nothing waits → 10, another ask than the one shown
+→ 11, a driver or decider holds the run → 12, a decision that does not fit the ask → 13.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from polyloop.asking import UserAnswered, UserAsked
+from polyloop.errors import (
+    AskNotPendingError,
+    ConfigurationError,
+    RunLeaseHeldError,
+    StaleAskError,
+    UnsupportedStoreError,
+)
+from polyloop.ports import RunLog, RunStore
+from polyloop.recovery import answer_to, pending_ask
+from polyloop_cli.asks import DIGEST_SHOWN, argument_lines, ask_headline, ask_json, decision_json
+from polyloop_cli.errors import CliError, ExitCode, shown_id
+from polyloop_cli.invocation import suggest
+from polyloop_cli.main import StoreChoice, _not_found
+from polyloop_cli.render import Output
+from polyloop_cli.stores import open_store, read_log
+
+__all__ = ["SHA256_HELP", "Decide", "decide", "report_decision"]
+
+#: Records the decision on the run's pending ask (``ask`` is ``None`` when none is pending:
+#: the library then says why), bound to ``digest``.
+Decide = Callable[[RunStore, str, UserAsked | None, str], Awaitable[object]]
+
+SHA256_HELP = (
+    "The first hex digits (at least 8) of the arguments' SHA-256 that `polyloop pending` "
+    "showed: the decision is refused (exit 11) when the pending ask has other arguments. "
+    "Without it the pending ask is decided as it is now, and printed."
+)
+
+#: Any well-formed digest: when nothing is pending the library refuses before comparing it.
+_NO_ASK_DIGEST = "0" * 64
+
+
+def _bound_digest(run_id: str, ask: UserAsked | None, prefix: str | None) -> str:
+    """The full digest the decision is bound to: the pending ask's when ``prefix`` (what the
+    person saw) is a prefix of it."""
+    if ask is None:
+        return _NO_ASK_DIGEST
+    if prefix is None:
+        return ask.arguments_sha256
+    wanted = prefix.strip().lower()
+    if len(wanted) < 8 or wanted.strip("0123456789abcdef"):
+        raise CliError(
+            ExitCode.USAGE,
+            f"--sha256 {prefix!r} is not the start of a SHA-256 digest: give at least 8 of the "
+            f"hex digits `{suggest('pending')}` shows.",
+        )
+    if not ask.arguments_sha256.startswith(wanted):
+        raise CliError(
+            ExitCode.STALE_ASK,
+            f"run {shown_id(run_id)} no longer waits on the ask you saw: its pending ask (step "
+            f"{ask.step}) has arguments_sha256 {ask.arguments_sha256[:DIGEST_SHOWN]}, not "
+            f"{wanted}; nothing was written. Read it again with `{suggest('pending')}`.",
+        )
+    return ask.arguments_sha256
+
+
+async def decide(
+    choice: StoreChoice, run_id: str, prefix: str | None, record: Decide
+) -> tuple[UserAsked, UserAnswered]:
+    """Find run ``run_id``'s pending ask, bind to ``prefix`` and record the decision."""
+    advice = f"`{suggest('show', run_id, *choice.option)}` shows what can be read."
+    async with open_store(choice.url, missing_advice=choice.missing_advice) as store:
+        log = await read_log(store, choice.url, run_id, advice=advice, name_store=False)
+        if log == RunLog():
+            raise _not_found(choice, run_id)
+        ask = pending_ask(log)
+        digest = _bound_digest(run_id, ask, prefix)
+        try:
+            await record(store, run_id, ask, digest)
+        except AskNotPendingError as error:
+            raise CliError(
+                ExitCode.ASK_NOT_PENDING,
+                f"run {shown_id(run_id)} waits on no ask, so there is nothing to decide; "
+                f"`{suggest('pending', *choice.option)}` lists what waits.",
+                detail=str(error),
+            ) from None
+        except StaleAskError as error:
+            raise CliError(
+                ExitCode.STALE_ASK,
+                f"run {shown_id(run_id)}: the decision is bound to another ask than the "
+                f"pending one ({error.key} differs); nothing was written. Read it again with "
+                f"`{suggest('pending', *choice.option)}`.",
+                detail=str(error),
+            ) from None
+        except RunLeaseHeldError as error:
+            raise CliError(
+                ExitCode.RUN_BUSY,
+                f"run {shown_id(run_id)} is being driven or decided right now; nothing was "
+                "written. Try again when it is done.",
+                detail=str(error),
+            ) from None
+        except UnsupportedStoreError as error:
+            raise CliError(
+                ExitCode.USAGE,
+                f"the {choice.url.kind} store cannot record a person's decision; runs that "
+                "wait for a person need a store with the UserAsking capability.",
+                detail=str(error),
+            ) from None
+        except ConfigurationError as error:
+            raise CliError(
+                ExitCode.DECISION_REFUSED,
+                f"the decision does not fit the ask of run {shown_id(run_id)}; nothing was "
+                "written.",
+                detail=str(error),
+            ) from None
+        assert ask is not None  # the library refused a decision without a pending ask
+        # What was recorded, read back: the decision as the store holds it.
+        answered = answer_to(await store.read_log(run_id), ask)
+    assert answered is not None
+    return ask, answered
+
+
+def report_decision(
+    output: Output,
+    choice: StoreChoice,
+    ask: UserAsked,
+    answered: UserAnswered,
+    *,
+    resumed: bool = False,
+) -> None:
+    """What was decided, on what, and how the run goes on (``resumed``: it is resumed right
+    after, which reports for itself; with ``--json`` only the resume's document is printed)."""
+    if resumed and output.as_json:
+        return
+    resume = suggest("resume", ask.run_id, "--agent", "MODULE:FACTORY", *choice.option)
+    if output.as_json:
+        document: dict[str, Any] = {
+            "store": str(choice.url),
+            "ask": ask_json(ask),
+            "decision": decision_json(answered),
+            "run_status": "running",
+        }
+        output.json(document)
+        return
+    verdicts = {
+        "approve": "approved",
+        "edit": "approved with edited arguments",
+        "reject": "rejected",
+    }
+    verdict = verdicts.get(answered.verdict.value, "answered")
+    output.line(f"Run {ask.run_id}: {ask_headline(ask)} {verdict}.", style="bold")
+    for line in argument_lines(ask, margin="  "):
+        output.line(line)
+    if resumed:
+        output.line("The decision is recorded; resuming the run now.")
+        return
+    output.line(
+        "The decision is recorded; the run continues when it is resumed (a batch rerun "
+        f"continues its episodes), e.g. `{resume}`."
+    )

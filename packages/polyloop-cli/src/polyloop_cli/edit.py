@@ -1,0 +1,89 @@
+"""``polyloop edit RUN_ID --arguments JSON``: approve the pending tool call with other
+arguments, validated against the tool's schema in the run's own agent."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+import click
+
+from polyloop import session
+from polyloop.asking import UserAsked
+from polyloop.ports import RunStore
+from polyloop_cli.agents import agent_options, opened_agent
+from polyloop_cli.approve import by_option, sha256_option
+from polyloop_cli.deciding import decide, report_decision
+from polyloop_cli.errors import CliError, ExitCode
+from polyloop_cli.main import _run, _store, json_option, store_option
+from polyloop_cli.render import Output
+
+__all__ = ["edit"]
+
+
+def _arguments(text: str) -> Mapping[str, object]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise CliError(
+            ExitCode.USAGE,
+            f"--arguments is not JSON ({error.msg} at column {error.colno}); give the call's "
+            """arguments as a JSON object, e.g. '{"amount": 40}'.""",
+        ) from None
+    if not isinstance(value, dict):
+        raise CliError(
+            ExitCode.USAGE,
+            f"--arguments must be a JSON object (the call's arguments), got "
+            f"{type(value).__name__}.",
+        )
+    return value
+
+
+@click.command()
+@click.argument("run_id")
+@click.option(
+    "--arguments",
+    "arguments_json",
+    required=True,
+    metavar="JSON",
+    help="The arguments to approve instead, a JSON object; the tool's schema must accept it.",
+)
+@sha256_option
+@by_option
+@agent_options
+@store_option
+@json_option
+def edit(
+    run_id: str,
+    arguments_json: str,
+    prefix: str | None,
+    decided_by: str,
+    agent: str,
+    episode_json: str | None,
+    store: str | None,
+    as_json: bool,
+) -> None:
+    """Approve the tool call run RUN_ID waits on, with other arguments. They are checked
+    against the tool's schema in the run's agent (--agent), like any call.
+
+    Exit codes: 10 the run waits on no ask; 11 the pending ask is not the one --sha256 names,
+    or the agent's tool schema is not the one asked about; 12 the run is being driven or
+    decided right now; 13 the schema refuses the arguments, or the ask is a question or a
+    tool-less action; 22 the factory cannot be loaded. Nothing is written on any of them.
+    """
+    choice = _store(store)
+    arguments = _arguments(arguments_json)
+
+    async def record(opened: RunStore, run_id: str, ask: UserAsked | None, digest: str) -> object:
+        async with opened_agent(agent, episode_json, run_id, opened) as built:
+            return await session.edit(
+                opened,
+                run_id,
+                arguments,
+                tools=built.request.tools,
+                arguments_sha256=digest,
+                decided_by=decided_by,
+            )
+
+    ask, answered = _run(decide(choice, run_id, prefix, record))
+    report_decision(Output(as_json=as_json), choice, ask, answered)

@@ -1,0 +1,135 @@
+"""``polyloop resume RUN_ID --agent MODULE:FACTORY``: continue a run with its own agent — a
+parked run after its decision, or one that crashed — until it stops or parks again."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from polyloop.asking import RunParked
+from polyloop.errors import (
+    CorruptLogError,
+    RunLeaseHeldError,
+    RunNotFoundError,
+    SnapshotMismatchError,
+    UnsupportedStoreError,
+)
+from polyloop.session import resume_or_park
+from polyloop.types import RunResult
+from polyloop_cli.agents import agent_options, opened_agent
+from polyloop_cli.asks import ask_block, ask_json
+from polyloop_cli.errors import CliError, ExitCode, shown_id
+from polyloop_cli.invocation import suggest
+from polyloop_cli.main import StoreChoice, _not_found, _run, _store, json_option, store_option
+from polyloop_cli.render import Output
+from polyloop_cli.stores import open_store
+
+__all__ = ["resume", "resume_and_report"]
+
+
+@click.command()
+@click.argument("run_id")
+@agent_options
+@store_option
+@json_option
+def resume(
+    run_id: str, agent: str, episode_json: str | None, store: str | None, as_json: bool
+) -> None:
+    """Continue run RUN_ID with the agent FACTORY builds for it, until it stops or parks.
+
+    A parked run goes on from its decision (approved: the action runs; rejected: the step
+    ends not_executed and the model reads the reason; answered: the answer is the step's
+    observation). Exit codes: 0 the run stopped (its stop reason is printed); 14 it parked on
+    a new ask (shown, as by `polyloop pending`); 5 no such run; 6 its log is corrupt; 12 it is
+    being driven right now; 15 the agent is not the one the run started with (its parameters
+    differ, listed); 22 the factory cannot be loaded.
+    """
+    output = Output(as_json=as_json)
+    resume_and_report(output, _store(store), run_id, agent, episode_json)
+
+
+def resume_and_report(
+    output: Output, choice: StoreChoice, run_id: str, agent: str, episode_json: str | None
+) -> None:
+    """Resume run ``run_id`` with ``agent``'s factory and say how it ended; a refusal or a
+    new park is a :class:`CliError` of its exit code."""
+
+    async def go() -> RunResult | RunParked:
+        async with open_store(choice.url, missing_advice=choice.missing_advice) as opened:
+            if (await opened.read_log(run_id)).started is None:
+                raise _not_found(choice, run_id)
+            async with opened_agent(agent, episode_json, run_id, opened) as built:
+                return await resume_or_park(built.definition, built.request)
+
+    try:
+        outcome = _run(go())
+    except RunNotFoundError:
+        raise _not_found(choice, run_id) from None
+    except CorruptLogError as error:
+        raise CliError(
+            ExitCode.CORRUPT_LOG,
+            f"resume refused run {shown_id(run_id)}: its log is corrupt; "
+            f"`{suggest('show', run_id, *choice.option)}` shows what it holds.",
+            detail=str(error),
+        ) from None
+    except SnapshotMismatchError as error:
+        raise CliError(
+            ExitCode.RESUME_REFUSED,
+            f"resume refused run {shown_id(run_id)}: the agent --agent builds differs from the "
+            "one the run started with; resume it with the same factory and --episode.",
+            detail=str(error),
+        ) from None
+    except RunLeaseHeldError as error:
+        raise CliError(
+            ExitCode.RUN_BUSY,
+            f"run {shown_id(run_id)} is being driven right now; nothing was done.",
+            detail=str(error),
+        ) from None
+    except UnsupportedStoreError as error:
+        raise CliError(
+            ExitCode.USAGE,
+            f"the {choice.url.kind} store cannot hold a run that waits for a person.",
+            detail=str(error),
+        ) from None
+    if isinstance(outcome, RunParked):
+        _parked(output, outcome, choice.option)
+        raise CliError(
+            ExitCode.PARKED,
+            f"run {shown_id(run_id)} waits for a person again (step {outcome.ask.step}); decide "
+            f"it (`{suggest('pending', *choice.option)}` shows how), then resume it again.",
+        )
+    _stopped(output, outcome)
+
+
+def _parked(output: Output, parked: RunParked, option: tuple[str, ...]) -> None:
+    if output.as_json:
+        document: dict[str, Any] = {
+            "run_id": parked.run_id,
+            "run_status": "waiting_approval",
+            "steps": parked.steps_done,
+            "pending_ask": ask_json(parked.ask),
+        }
+        output.json(document)
+        return
+    output.line(f"Run {parked.run_id} waits for a person again, after {parked.steps_done} steps:")
+    output.line()
+    ask_block(output, parked.ask, option)
+
+
+def _stopped(output: Output, result: RunResult) -> None:
+    if output.as_json:
+        output.json(
+            {
+                "run_id": result.run_id,
+                "stop_reason": result.stop_reason.value,
+                "steps": len(result.steps),
+                "final_answer": result.final_answer,
+            }
+        )
+        return
+    output.line(
+        f"Run {result.run_id} stopped: {result.stop_reason.value} after {len(result.steps)} steps."
+    )
+    if result.final_answer is not None:
+        output.line(f"final answer: {result.final_answer}")

@@ -1,0 +1,238 @@
+"""``polyloop pending``, ``approve``, ``reject``, ``edit``, ``answer`` and ``resume`` on a real
+SQLite store, each run as the real command in its own process (issue 24, design 0053)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.cells import cell_len
+
+from polyloop.batch import Episode
+from polyloop.session import run_or_park
+from polyloop.stores.sqlite import SqliteRunStore
+from polyloop.types import ActionStatus
+from tests.batch._agents import build
+from tests.batch._kit import FACTORY, ROOT, batch_env
+from tests.cli._kit import Completed, assert_one_line_error, polyloop
+from tests.stores._agent import ledger_effects as read_lines
+
+#: Long enough that the arguments fold; wide characters count two columns.
+NOTE = "refund for order A-17, customer asked twice; 退款理由: 商品破损 " * 4
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    return batch_env(tmp_path / "home")
+
+
+async def _park(store: SqliteRunStore, run_id: str, **data: Any) -> dict[str, Any]:
+    """Drive run ``run_id`` of the batch tests' agent until it parks; its episode data."""
+    episode = {"run_id": run_id, **data}
+    parked = await run_or_park(*_agent(store, episode))
+    assert not hasattr(parked, "stop_reason"), parked
+    return episode
+
+
+def _agent(store: SqliteRunStore, episode: dict[str, Any]) -> tuple[Any, Any]:
+    agent = build(Episode(episode["run_id"], episode), store)
+    return agent.definition, agent.request
+
+
+def _cli(sqlite_path: Path, env: dict[str, str], *args: str) -> Completed:
+    return polyloop(*args, "--store", f"sqlite://{sqlite_path}", env=env, cwd=ROOT)
+
+
+def _resume(sqlite_path: Path, env: dict[str, str], episode: dict[str, Any]) -> Completed:
+    data = json.dumps({k: v for k, v in episode.items() if k != "run_id"})
+    return _cli(
+        sqlite_path, env, "resume", episode["run_id"], "--agent", FACTORY, "--episode", data
+    )
+
+
+def _pays(tmp_path: Path) -> list[dict[str, Any]]:
+    return [line for line in read_lines(str(tmp_path / "ledger")) if line["tool"] == "pay"]
+
+
+async def test_pending_shows_the_arguments_at_80_columns_and_their_digest(
+    sqlite_store: SqliteRunStore, sqlite_path: Path, env: dict[str, str]
+) -> None:
+    """Every line `pending` prints for the arguments fits 80 columns, and together they hold
+    the whole note; --json has the ask's fields, the arguments as JSON and the full digest."""
+    await _park(sqlite_store, "r-1", gated=True, note=NOTE)
+    listed = _cli(sqlite_path, env, "pending")
+    assert 0 == listed.code, listed.stderr
+    lines = listed.stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if "arguments (sha256" in line)
+    end = next(i for i, line in enumerate(lines) if "decide with:" in line)
+    block = lines[start + 1 : end]
+    assert [] == [line for line in block if cell_len(line) > 80]
+    assert NOTE.replace(" ", "") in "".join(line.strip() for line in block).replace(" ", "")
+    assert "run r-1 · approval of pay at step 1" in listed.stdout
+    document = _cli(sqlite_path, env, "pending", "--json").json()
+    (ask,) = document["pending"]
+    assert ("r-1", 1, "approval", "pay", {"n": 1, "note": NOTE}) == (
+        ask["run_id"],
+        ask["step"],
+        ask["kind"],
+        ask["tool_name"],
+        ask["arguments"],
+    )
+    assert 64 == len(ask["arguments_sha256"])
+    assert f"--sha256 {ask['arguments_sha256'][:12]}" in listed.stdout
+
+
+async def test_approve_bound_to_the_shown_digest_then_resume_runs_the_action_once(
+    sqlite_store: SqliteRunStore, sqlite_path: Path, env: dict[str, str], tmp_path: Path
+) -> None:
+    """A digest of other arguments is refused (exit 11, nothing written); the shown one is
+    recorded once (a second approve exits 10); resume carries the approved pay out once."""
+    episode = await _park(sqlite_store, "r-2", gated=True, ledger=str(tmp_path / "ledger"))
+    before = await sqlite_store.read_log("r-2")
+    stale = _cli(sqlite_path, env, "approve", "r-2", "--sha256", "deadbeef00")
+    assert_one_line_error(stale, 11)
+    assert before == await sqlite_store.read_log("r-2")
+    digest = _cli(sqlite_path, env, "pending", "--json").json()["pending"][0]["arguments_sha256"]
+    approved = _cli(sqlite_path, env, "approve", "r-2", "--sha256", digest[:8], "--by", "ana")
+    assert 0 == approved.code, approved.stderr
+    assert "approval of pay at step 1 approved" in approved.stdout
+    again = _cli(sqlite_path, env, "approve", "r-2")
+    assert_one_line_error(again, 10)
+    assert "already decided" in again.stderr
+    resumed = _resume(sqlite_path, env, episode)
+    assert 0 == resumed.code, resumed.stderr
+    assert "agent_finished" in resumed.stdout
+    assert [("r-2", 1)] == [(line["run_id"], line["n"]) for line in _pays(tmp_path)]
+    log = await sqlite_store.read_log("r-2")
+    assert ("approve", "ana") == (log.answers[0].verdict.value, log.answers[0].decided_by)
+
+
+async def test_reject_then_resume_ends_the_step_not_executed_with_the_reason(
+    sqlite_store: SqliteRunStore, sqlite_path: Path, env: dict[str, str], tmp_path: Path
+) -> None:
+    """`reject` needs --reason; after it, resume records the pay step not_executed with an
+    observation that carries the reason, and pay never ran."""
+    episode = await _park(sqlite_store, "r-3", gated=True, ledger=str(tmp_path / "ledger"))
+    assert 2 == _cli(sqlite_path, env, "reject", "r-3").code
+    rejected = _cli(sqlite_path, env, "reject", "r-3", "--reason", "over the monthly limit")
+    assert 0 == rejected.code, rejected.stderr
+    assert 0 == _resume(sqlite_path, env, episode).code
+    step = (await sqlite_store.read_log("r-3")).steps[1].step
+    assert (ActionStatus.NOT_EXECUTED, True) == (
+        step.action_status,
+        "over the monthly limit" in step.observation,
+    )
+    assert [] == _pays(tmp_path)
+
+
+async def test_edit_is_validated_by_the_tools_schema_then_the_edited_call_runs(
+    sqlite_store: SqliteRunStore, sqlite_path: Path, env: dict[str, str], tmp_path: Path
+) -> None:
+    """Arguments the schema refuses exit 13 and write nothing; accepted ones are what resume
+    executes."""
+    episode = await _park(sqlite_store, "r-4", gated=True, ledger=str(tmp_path / "ledger"))
+    data = json.dumps({k: v for k, v in episode.items() if k != "run_id"})
+    agent = ("--agent", FACTORY, "--episode", data)
+    refused = _cli(sqlite_path, env, "edit", "r-4", "--arguments", '{"n": "x"}', *agent)
+    assert_one_line_error(refused, 13)
+    assert () == (await sqlite_store.read_log("r-4")).answers
+    not_json = _cli(sqlite_path, env, "edit", "r-4", "--arguments", "{n:", *agent)
+    assert_one_line_error(not_json, 2)
+    edited = _cli(sqlite_path, env, "edit", "r-4", "--arguments", '{"n": 99}', *agent)
+    assert 0 == edited.code, edited.stderr
+    assert 0 == _resume(sqlite_path, env, episode).code
+    assert [99] == [line["n"] for line in _pays(tmp_path)]
+
+
+async def test_a_question_is_answered_and_the_answer_is_the_steps_observation(
+    sqlite_store: SqliteRunStore, sqlite_path: Path, env: dict[str, str]
+) -> None:
+    """`pending` shows the question; approving it exits 13; `answer` records the text, which
+    resume makes step 0's observation."""
+    episode = await _park(sqlite_store, "r-5", question="Which colour?")
+    listed = _cli(sqlite_path, env, "pending")
+    assert "question at step 0" in listed.stdout
+    assert "Which colour?" in listed.stdout
+    assert_one_line_error(_cli(sqlite_path, env, "approve", "r-5"), 13)
+    answered = _cli(sqlite_path, env, "answer", "r-5", "blue, please")
+    assert 0 == answered.code, answered.stderr
+    assert 0 == _resume(sqlite_path, env, episode).code
+    step = (await sqlite_store.read_log("r-5")).steps[0].step
+    assert "blue, please" == step.observation
+
+
+async def test_deciding_what_does_not_wait_is_refused_by_class(
+    sqlite_store: SqliteRunStore, sqlite_path: Path, env: dict[str, str]
+) -> None:
+    """A finished run exits 10, an unknown run 5, a run whose lease is held 12."""
+    await run_or_park(*_agent(sqlite_store, {"run_id": "done"}))
+    finished = _cli(sqlite_path, env, "answer", "done", "hi")
+    assert_one_line_error(finished, 10)
+    assert "finished" in finished.stderr
+    assert_one_line_error(_cli(sqlite_path, env, "approve", "nobody"), 5)
+    await _park(sqlite_store, "busy", gated=True)
+    lease = await sqlite_store.acquire_run_lease("busy")
+    try:
+        assert_one_line_error(_cli(sqlite_path, env, "approve", "busy"), 12)
+    finally:
+        await lease.release()
+    assert () == (await sqlite_store.read_log("busy")).answers
+
+
+async def test_resume_parks_again_exits_14_and_refuses_another_agent_with_15(
+    sqlite_store: SqliteRunStore, sqlite_path: Path, env: dict[str, str]
+) -> None:
+    """A run with two gated pays parks again after the first is approved (exit 14, the new
+    ask shown); resuming with other episode data (another snapshot) exits 15."""
+    episode = await _park(sqlite_store, "r-6", gated=True, steps=4)
+    assert 0 == _cli(sqlite_path, env, "approve", "r-6").code
+    other = _resume(sqlite_path, env, {**episode, "variant": "other"})
+    assert_one_line_error(other, 15)
+    again = _resume(sqlite_path, env, episode)
+    assert 14 == again.code, again.stderr
+    assert "approval of pay at step 3" in again.stdout
+
+
+async def test_runs_show_and_plan_explain_a_parked_run(
+    sqlite_store: SqliteRunStore, sqlite_path: Path, env: dict[str, str]
+) -> None:
+    """`runs` says waiting_approval (and run_status in --json), `show` and `plan` say what
+    waits, since when and its digest; after the decision show lists it with the ask."""
+    await _park(sqlite_store, "r-7", gated=True)
+    row = _cli(sqlite_path, env, "runs", "--json").json()["runs"][0]
+    assert ("waiting_approval", "waiting_approval", 1) == (
+        row["status"],
+        row["run_status"],
+        row["pending_ask"]["step"],
+    )
+    listed = _cli(sqlite_path, env, "runs").stdout
+    assert "waiting_approval (step 1: pay)" in listed
+    assert "Host status (run_status): waiting_approval 1." in listed
+    shown = _cli(sqlite_path, env, "show", "r-7")
+    assert 0 == shown.code, shown.stderr
+    assert "Waiting for a person" in shown.stdout
+    assert "announced, never completed" not in shown.stdout
+    document = _cli(sqlite_path, env, "show", "r-7", "--json").json()
+    digest = document["pending_ask"]["arguments_sha256"]
+    assert digest[:12] in shown.stdout
+    assert document["pending_ask"]["asked_at"] in shown.stdout
+    plan = _cli(sqlite_path, env, "plan", "r-7", "--json").json()
+    assert ("wait_for_decision", "waiting_approval", 1) == (
+        plan["move"],
+        plan["run_status"],
+        plan["pending_ask"]["step"],
+    )
+    assert "waits for" in _cli(sqlite_path, env, "plan", "r-7").stdout
+    assert 0 == _cli(sqlite_path, env, "reject", "r-7", "--reason", "no", "--by", "ana").code
+    assert "Decided: approval of pay at step 1 — reject by ana" in (
+        _cli(sqlite_path, env, "show", "r-7").stdout
+    )
+    after = _cli(sqlite_path, env, "show", "r-7", "--json").json()
+    assert (None, "running", "reject", "no") == (
+        after["pending_ask"],
+        after["run_status"],
+        after["asks"][0]["decision"]["verdict"],
+        after["asks"][0]["decision"]["reason"],
+    )
