@@ -26,6 +26,7 @@ SERIAL = (
     "adapters/gateway/test_gateway_streaming.py",
     "adapters/mcp/test_mcp_process_lifetime.py",
     "adapters/mcp/test_mcp_real_servers.py",
+    "adapters/otel/test_phoenix.py",
     "batch",
     "cli/test_demo.py",
     "cli/test_view_browser.py",

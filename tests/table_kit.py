@@ -7,6 +7,7 @@ path independent of the table's own code.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -14,7 +15,7 @@ from polyloop import testing
 from polyloop.ports import RunStore
 from polyloop.serialization import LogRecord, to_dict
 from polyloop.testing import StepWrites
-from polyloop.types import ActionStatus, StopReason
+from polyloop.types import ActionStatus, StepRecord, StopReason
 
 #: The runs: (run_id, model binding, steps, stop reason or None while unfinished).
 RUNS: tuple[tuple[str, dict[str, str], list[StepWrites], StopReason | None], ...] = (
@@ -70,13 +71,24 @@ async def fill(store: RunStore, runs: Iterable[Any] = RUNS) -> None:
         await testing.write_records(store, run_records(*run))
 
 
+def step_fields(step: StepRecord) -> dict[str, Any]:
+    """The StepRecord's fields as ``to_dict`` gives them, ``calls_not_executed`` (left out of
+    ``to_dict`` while empty) as the JSON text of its records: sorted keys, no spaces."""
+    fields = to_dict(step)
+    calls = fields.get("calls_not_executed", [])
+    fields["calls_not_executed"] = json.dumps(
+        calls, ensure_ascii=False, sort_keys=True, separators=(",", ":")
+    )
+    return fields
+
+
 def expected_rows(runs: Iterable[Any] = RUNS) -> list[dict[str, Any]]:
     """Every step of ``runs`` as a row with every column (``None`` for a binding a run lacks)."""
     rows = []
     for run_id, binding, steps, reason in runs:
         for step in steps:
             row: dict[str, Any] = {"run_id": run_id}
-            row.update(to_dict(step.step))
+            row.update(step_fields(step.step))
             row["stop_reason"] = None if reason is None else reason.value
             for column in BINDING_COLUMNS:
                 row[column] = binding.get(column.removeprefix("model_binding."))

@@ -109,7 +109,7 @@ def _render(root: str, path: Path) -> str:
 #: Fields whose value is a map of data, not an object with fields.
 DATA_MAPS = frozenset({"parameter_snapshot", "usage"})
 #: Fields added after schema 1.0 (``optional_on_read``): absent reads as the default.
-OPTIONAL_ON_READ = frozenset({"finish_reason", "usage"})
+OPTIONAL_ON_READ = frozenset({"finish_reason", "usage", "calls_not_executed"})
 
 
 def _objects(payload: Any, path: Path = ()) -> Iterator[tuple[Path, dict[str, Any]]]:

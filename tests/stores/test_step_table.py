@@ -16,7 +16,6 @@ from hypothesis import strategies as st
 
 from polyloop.errors import ConfigurationError
 from polyloop.ports import RunLog
-from polyloop.serialization import to_dict
 from polyloop.stores.jsonl import JsonlRunStore
 from polyloop.stores.memory import MemoryRunStore
 from polyloop.stores.step_table import (
@@ -29,7 +28,7 @@ from polyloop.stores.step_table import (
 from polyloop.types import RunFinished, RunResult, RunStarted, StepCompleted, StepRecord, StopReason
 from tests import strategies
 from tests.stores._helpers import Opened
-from tests.table_kit import BINDING_COLUMNS, RUNS, expected_rows, fill
+from tests.table_kit import BINDING_COLUMNS, RUNS, expected_rows, fill, step_fields
 
 
 def _full(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -61,9 +60,9 @@ def _order(row: dict[str, Any]) -> tuple[str, int]:
 
 
 def test_the_columns_and_their_types() -> None:
-    """The 18 StepRecord fields in declared order between run_id and stop_reason; types follow
+    """The StepRecord fields in declared order between run_id and stop_reason; types follow
     the annotations (an enum is text, ``X | None`` is nullable)."""
-    assert 18 == len(STEP_FIELDS)
+    assert 19 == len(STEP_FIELDS)  # the seed's eighteen, and calls_not_executed (design 0045)
     assert [field.name for field in dataclasses.fields(StepRecord)] == list(STEP_FIELDS)
     columns = step_columns(["model_binding.task", "model_binding.seed", "model_binding.task"])
     assert ("run_id", *STEP_FIELDS, "stop_reason", "model_binding.seed", "model_binding.task") == (
@@ -113,7 +112,7 @@ def test_any_log_gives_its_steps_as_rows(
     expected = [
         {
             "run_id": run_id,
-            **to_dict(step),
+            **step_fields(step),
             "stop_reason": None if reason is None else reason.value,
             **bindings,
         }

@@ -31,6 +31,7 @@ from polyloop.ports import (
 )
 from polyloop.types import (
     ActionOutcome,
+    CallNotExecuted,
     Intent,
     Message,
     ModelCallResult,
@@ -97,6 +98,8 @@ EXPECTED_SHELLS: dict[type[Any], list[tuple[str, object, object]]] = {
     ParsedReply: [
         ("history_text", str, _NO_DEFAULT),
         ("decision", Action | FinalAnswer | InvalidDecision, _NO_DEFAULT),
+        # added after the seed, defaulted: the reply's calls the step does not execute (0045)
+        ("calls_not_executed", tuple[CallNotExecuted, ...], ()),
     ],
     RunLog: [
         ("started", RunStarted | None, None),

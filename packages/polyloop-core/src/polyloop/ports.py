@@ -23,6 +23,7 @@ from polyloop._frozen import fast_frozen_init
 from polyloop._lease import LeaseHolder
 from polyloop.types import (
     ActionOutcome,
+    CallNotExecuted,
     Intent,
     Message,
     ModelCallResult,
@@ -148,6 +149,12 @@ class ParsedReply:
     #: parser may drop what follows the first code block (models often invent its output).
     history_text: str
     decision: Decision
+    #: The reply's tool calls that this step will not execute, in the model's order: every call
+    #: after the first (a step executes one action; design 0045). The loop records them in
+    #: ``StepRecord.calls_not_executed``, names them to the model after the observation, and
+    #: emits ``CALLS_NOT_EXECUTED``. Added after the seed; a parser that reads one call per
+    #: reply leaves it empty.
+    calls_not_executed: tuple[CallNotExecuted, ...] = ()
 
 
 @fast_frozen_init
@@ -171,6 +178,9 @@ class EventKind(StrEnum):
 
     RUN_STARTED = "run_started"
     STEP_STARTED = "step_started"
+    #: Emitted just before ``STEP_COMPLETED`` by a step whose reply carried tool calls it did
+    #: not execute; ``step`` is the record, which names them (design 0045).
+    CALLS_NOT_EXECUTED = "calls_not_executed"
     STEP_COMPLETED = "step_completed"
     RUN_FINISHED = "run_finished"
 
@@ -192,7 +202,7 @@ class Event:
     resumed: bool = False
     #: ``RUN_STARTED`` only: the injection entry ids by channel, in prompt order.
     injection_entry_ids: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: _NO_ENTRIES)
-    #: ``STEP_COMPLETED`` only: the record just written.
+    #: ``STEP_COMPLETED`` and ``CALLS_NOT_EXECUTED`` only: the record just written.
     step: StepRecord | None = None
     #: ``RUN_FINISHED`` only: the result just written.
     result: RunResult | None = None

@@ -43,8 +43,10 @@ from polyloop.session._lease import check_lease_wait, release_run_lease, take_ru
 from polyloop.session._prompt import Prompt
 from polyloop.tools import canonical_arguments
 from polyloop.types import (
+    CURRENT_SCHEMA_VERSION,
     ActionOutcome,
     ActionStatus,
+    CallNotExecuted,
     Intent,
     IntentKind,
     ModelCallResult,
@@ -109,6 +111,8 @@ class _Head:
     thinking_chars: int
     prompt_chars: int
     call_id: str | None
+    #: The reply's calls after the one the step may execute (``ParsedReply.calls_not_executed``).
+    calls_not_executed: tuple[CallNotExecuted, ...] = ()
 
     def record(
         self,
@@ -144,6 +148,8 @@ class _Head:
             tool_arguments,
             action_status,
             env_reported_completion,
+            CURRENT_SCHEMA_VERSION,
+            self.calls_not_executed,
         )
 
 
@@ -186,7 +192,7 @@ class Driver:
     def rebuild_history(self) -> None:
         """Restore the prompt history; only needed when the run goes on."""
         for step in self.steps:
-            self.prompt.add_step(step.raw_output, step.observation)
+            self.prompt.add_step(step)
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -293,6 +299,7 @@ class Driver:
             len(reply.thinking),
             prompt_chars,
             reply.call_id,
+            parsed.calls_not_executed,
         )
         return parsed.decision, head
 
@@ -423,7 +430,9 @@ class Driver:
             StepCompleted(self.run_id, result_id, outcome, step, replayed)
         )
         self.steps.append(step)
-        self.prompt.add_step(step.raw_output, step.observation)
+        self.prompt.add_step(step)
+        if step.calls_not_executed:
+            await self.announce_calls_not_executed(step)
         await self.events.emit(
             Event(
                 EventKind.STEP_COMPLETED,
@@ -432,6 +441,21 @@ class Driver:
                 step=step,
                 model_result=model_result,
             )
+        )
+
+    async def announce_calls_not_executed(self, step: StepRecord) -> None:
+        """A log line and an event naming the reply's calls that step did not execute."""
+        names = ", ".join(call.tool_name for call in step.calls_not_executed)
+        logger.warning(
+            "polyloop: run %r step %d: the reply carried %d more tool call(s) than the one a "
+            "step executes; not executed: %s (the model is told so)",
+            self.run_id,
+            step.step_idx,
+            len(step.calls_not_executed),
+            names,
+        )
+        await self.events.emit(
+            Event(EventKind.CALLS_NOT_EXECUTED, self.run_id, step.step_idx, step=step)
         )
 
     # -- the end ----------------------------------------------------------------------------

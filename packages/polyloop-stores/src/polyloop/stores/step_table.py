@@ -1,7 +1,8 @@
 """Every StepRecord of a store's runs as the rows of one table, for research code (design 0047).
 
-A row is one step: ``run_id``, the eighteen :class:`~polyloop.types.StepRecord` fields under
-their own names (``action_status`` as its string value), the run's ``stop_reason`` (``None``
+A row is one step: ``run_id``, every :class:`~polyloop.types.StepRecord` field under its own
+name (``action_status`` as its string value, ``calls_not_executed`` as the JSON text of its
+records, ``[]`` when empty), the run's ``stop_reason`` (``None``
 while it has not finished) and one ``model_binding.<key>`` column per key of the run's model
 binding, as the parameter snapshot records it (``request.model_binding.<key>``). Rows come one run at a time, so a table of ten
 thousand runs is read in the memory of one run::
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import types
 import typing
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
@@ -34,6 +36,7 @@ from typing import Literal
 
 from polyloop.errors import ConfigurationError, CorruptLogError, PolyLoopError
 from polyloop.ports import RunListing, RunLog, RunStore
+from polyloop.serialization import to_dict
 from polyloop.stores.salvage import LayoutUnreadable, Salvage, list_from_layout
 from polyloop.types import StepRecord
 
@@ -50,7 +53,7 @@ __all__ = [
     "step_rows_of",
 ]
 
-#: The eighteen StepRecord fields, in their declared order: the table's middle columns.
+#: The StepRecord fields, in their declared order: the table's middle columns.
 STEP_FIELDS: tuple[str, ...] = tuple(field.name for field in dataclasses.fields(StepRecord))
 #: The column before the step fields and the column after them.
 RUN_COLUMNS: tuple[str, str] = ("run_id", "stop_reason")
@@ -83,6 +86,8 @@ def _field_types() -> dict[str, ColumnType]:
             (hint,) = members
         if isinstance(hint, type) and issubclass(hint, Enum):
             hint = str
+        if typing.get_origin(hint) is tuple:
+            hint = str  # a tuple of records: its JSON text (see _plain)
         kind: Literal["int", "str", "bool"]
         if hint is bool:
             kind = "bool"
@@ -117,7 +122,7 @@ def column_type(column: str) -> ColumnType:
 
 
 def step_columns(binding_columns: Iterable[str] = ()) -> tuple[str, ...]:
-    """The table's columns, in order: ``run_id``, the eighteen fields, ``stop_reason``, then
+    """The table's columns, in order: ``run_id``, the StepRecord fields, ``stop_reason``, then
     ``binding_columns`` (each ``model_binding.<key>``, as the rows name them), sorted."""
     bindings = sorted(set(binding_columns))
     for column in bindings:
@@ -131,6 +136,15 @@ def step_columns(binding_columns: Iterable[str] = ()) -> tuple[str, ...]:
 def _plain(value: object) -> str | int | bool | None:
     if isinstance(value, Enum):
         return str(value.value)
+    if isinstance(value, tuple):
+        # A tuple of records (``calls_not_executed``): a JSON array of their fields, sorted keys,
+        # no spaces, ``[]`` when empty — text every format can hold.
+        return json.dumps(
+            [to_dict(item) for item in value],
+            ensure_ascii=False,
+            sort_keys=True,
+            separators=(",", ":"),
+        )
     assert value is None or isinstance(value, str | int | bool), value
     return value
 
