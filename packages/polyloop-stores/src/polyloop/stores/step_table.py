@@ -36,7 +36,6 @@ from typing import Literal
 
 from polyloop.errors import ConfigurationError, CorruptLogError, PolyLoopError
 from polyloop.ports import RunListing, RunLog, RunStore
-from polyloop.serialization import to_dict
 from polyloop.stores.salvage import LayoutUnreadable, Salvage, list_from_layout
 from polyloop.types import StepRecord
 
@@ -140,7 +139,10 @@ def _plain(value: object) -> str | int | bool | None:
         # A tuple of records (``calls_not_executed``): a JSON array of their fields, sorted keys,
         # no spaces, ``[]`` when empty — text every format can hold.
         return json.dumps(
-            [to_dict(item) for item in value],
+            [
+                {field.name: getattr(item, field.name) for field in dataclasses.fields(item)}
+                for item in value
+            ],
             ensure_ascii=False,
             sort_keys=True,
             separators=(",", ":"),
