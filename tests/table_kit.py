@@ -71,14 +71,15 @@ async def fill(store: RunStore, runs: Iterable[Any] = RUNS) -> None:
         await testing.write_records(store, run_records(*run))
 
 
-def step_cells(step: StepRecord) -> dict[str, Any]:
-    """A step's cells as ``to_dict`` gives its fields, a tuple field (``calls_not_executed``,
-    left out of ``to_dict`` while empty) as the JSON array text the table holds."""
-    cells = to_dict(step)
-    cells["calls_not_executed"] = json.dumps(
-        cells.get("calls_not_executed", []), ensure_ascii=False, sort_keys=True
+def step_fields(step: StepRecord) -> dict[str, Any]:
+    """The StepRecord's fields as ``to_dict`` gives them, ``calls_not_executed`` (left out of
+    ``to_dict`` while empty) as the JSON text of its records: sorted keys, no spaces."""
+    fields = to_dict(step)
+    calls = fields.get("calls_not_executed", [])
+    fields["calls_not_executed"] = json.dumps(
+        calls, ensure_ascii=False, sort_keys=True, separators=(",", ":")
     )
-    return cells
+    return fields
 
 
 def expected_rows(runs: Iterable[Any] = RUNS) -> list[dict[str, Any]]:
@@ -87,7 +88,7 @@ def expected_rows(runs: Iterable[Any] = RUNS) -> list[dict[str, Any]]:
     for run_id, binding, steps, reason in runs:
         for step in steps:
             row: dict[str, Any] = {"run_id": run_id}
-            row.update(step_cells(step.step))
+            row.update(step_fields(step.step))
             row["stop_reason"] = None if reason is None else reason.value
             for column in BINDING_COLUMNS:
                 row[column] = binding.get(column.removeprefix("model_binding."))

@@ -28,7 +28,7 @@ from polyloop.stores.step_table import (
 from polyloop.types import RunFinished, RunResult, RunStarted, StepCompleted, StepRecord, StopReason
 from tests import strategies
 from tests.stores._helpers import Opened
-from tests.table_kit import BINDING_COLUMNS, RUNS, expected_rows, fill, step_cells
+from tests.table_kit import BINDING_COLUMNS, RUNS, expected_rows, fill, step_fields
 
 
 def _full(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -36,7 +36,7 @@ def _full(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 async def test_the_rows_are_the_records_field_by_field_on_every_store(opened: Opened) -> None:
-    """Every step of every run is one row: run_id, the fields, stop reason, binding keys."""
+    """Every step of every run is one row: run_id, the 18 fields, stop reason, binding keys."""
     await fill(opened.store)
     table = StepTable(opened.reopen())
     rows = [row async for row in table]
@@ -60,10 +60,9 @@ def _order(row: dict[str, Any]) -> tuple[str, int]:
 
 
 def test_the_columns_and_their_types() -> None:
-    """The StepRecord fields (the seeds' 18, then ``calls_not_executed``) in declared order
-    between run_id and stop_reason; types follow the annotations (an enum is text, ``X | None``
-    is nullable, a tuple of values is its JSON array text)."""
-    assert 19 == len(STEP_FIELDS)
+    """The StepRecord fields in declared order between run_id and stop_reason; types follow
+    the annotations (an enum is text, ``X | None`` is nullable)."""
+    assert 19 == len(STEP_FIELDS)  # the seed's eighteen, and calls_not_executed (design 0045)
     assert [field.name for field in dataclasses.fields(StepRecord)] == list(STEP_FIELDS)
     columns = step_columns(["model_binding.task", "model_binding.seed", "model_binding.task"])
     assert ("run_id", *STEP_FIELDS, "stop_reason", "model_binding.seed", "model_binding.task") == (
@@ -74,7 +73,6 @@ def test_the_columns_and_their_types() -> None:
     assert ("str", True) == kinds["action_status"]
     assert ("bool", False) == kinds["parse_ok"]
     assert ("str", True) == kinds["tool_name"]
-    assert ("str", False) == kinds["calls_not_executed"]
     assert ("str", True) == kinds["stop_reason"]
     assert ("str", True) == kinds["model_binding.task"]
     with pytest.raises(ConfigurationError, match="not a model-binding column"):
@@ -114,7 +112,7 @@ def test_any_log_gives_its_steps_as_rows(
     expected = [
         {
             "run_id": run_id,
-            **step_cells(step),
+            **step_fields(step),
             "stop_reason": None if reason is None else reason.value,
             **bindings,
         }

@@ -241,8 +241,8 @@ def _damage_detail(unreadable: Sequence[Unreadable]) -> str:
 def steps(
     run_ids: tuple[str, ...], fmt: str, output_path: Path, store: str | None, as_json: bool
 ) -> None:
-    """Write every StepRecord of the selected runs as one table: run_id, the 18 StepRecord
-    fields, stop_reason and the model-binding keys as columns.
+    """Write every StepRecord of the selected runs as one table: run_id, every StepRecord
+    field, stop_reason and the model-binding keys as columns.
 
     Read it with pandas.read_parquet, polars.read_parquet or DuckDB; from Python without the
     CLI, polyloop.stores.step_table.StepTable gives the same rows.

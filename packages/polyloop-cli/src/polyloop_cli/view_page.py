@@ -307,6 +307,16 @@ def run_page(page: RunPage) -> str:
                 )
             if step.action is not None and step.tool_name is None:
                 body.append(folds.block(step.action, css="code"))
+        if step.calls_not_executed:
+            body.append(
+                f"<h3>Tool calls not executed <small>{len(step.calls_not_executed)} more in the "
+                "reply; the model was told</small></h3><ul class=intents>"
+            )
+            for call in step.calls_not_executed:
+                body.append(
+                    f"<li><code>{text(call.tool_name)}</code> {text(call.tool_arguments)}</li>"
+                )
+            body.append("</ul>")
         observation_note = []
         if step.observation_is_synthetic:
             observation_note.append("synthetic: written by the library")

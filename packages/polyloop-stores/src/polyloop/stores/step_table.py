@@ -1,7 +1,8 @@
 """Every StepRecord of a store's runs as the rows of one table, for research code (design 0047).
 
-A row is one step: ``run_id``, every :class:`~polyloop.types.StepRecord` field under
-their own names (``action_status`` as its string value), the run's ``stop_reason`` (``None``
+A row is one step: ``run_id``, every :class:`~polyloop.types.StepRecord` field under its own
+name (``action_status`` as its string value, ``calls_not_executed`` as the JSON text of its
+records, ``[]`` when empty), the run's ``stop_reason`` (``None``
 while it has not finished) and one ``model_binding.<key>`` column per key of the run's model
 binding, as the parameter snapshot records it (``request.model_binding.<key>``). Rows come one run at a time, so a table of ten
 thousand runs is read in the memory of one run::
@@ -51,8 +52,7 @@ __all__ = [
     "step_rows_of",
 ]
 
-#: The StepRecord fields (the seeds' eighteen, then later defaulted ones such as
-#: ``calls_not_executed``, a JSON array as text), in declared order: the middle columns.
+#: The StepRecord fields, in their declared order: the table's middle columns.
 STEP_FIELDS: tuple[str, ...] = tuple(field.name for field in dataclasses.fields(StepRecord))
 #: The column before the step fields and the column after them.
 RUN_COLUMNS: tuple[str, str] = ("run_id", "stop_reason")
@@ -85,13 +85,14 @@ def _field_types() -> dict[str, ColumnType]:
             (hint,) = members
         if isinstance(hint, type) and issubclass(hint, Enum):
             hint = str
+        if typing.get_origin(hint) is tuple:
+            hint = str  # a tuple of records: its JSON text (see _plain)
         kind: Literal["int", "str", "bool"]
         if hint is bool:
             kind = "bool"
         elif hint is int:
             kind = "int"
-        elif hint is str or typing.get_origin(hint) is tuple:
-            # A tuple of values (``calls_not_executed``) is one text cell: its JSON array.
+        elif hint is str:
             kind = "str"
         else:  # pragma: no cover - a StepRecord field of another type needs a column type
             raise TypeError(f"StepRecord.{name}: no column type for {hint!r}")
@@ -135,8 +136,16 @@ def _plain(value: object) -> str | int | bool | None:
     if isinstance(value, Enum):
         return str(value.value)
     if isinstance(value, tuple):
+        # A tuple of records (``calls_not_executed``): a JSON array of their fields, sorted keys,
+        # no spaces, ``[]`` when empty — text every format can hold.
         return json.dumps(
-            [dataclasses.asdict(item) for item in value], ensure_ascii=False, sort_keys=True
+            [
+                {field.name: getattr(item, field.name) for field in dataclasses.fields(item)}
+                for item in value
+            ],
+            ensure_ascii=False,
+            sort_keys=True,
+            separators=(",", ":"),
         )
     assert value is None or isinstance(value, str | int | bool), value
     return value
