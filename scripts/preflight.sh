@@ -52,6 +52,8 @@ missing_parts() {
         echo "git (the MCP git server's tests)|${sudo}apt-get install -y git"
     [ -x /usr/bin/python3 ] ||
         echo "/usr/bin/python3 (the sandbox image is built from it)|${sudo}apt-get install -y python3-minimal"
+    [ -x /usr/bin/chromium ] ||
+        echo "/usr/bin/chromium (the browser tests of polyloop view)|${sudo}apt-get install -y chromium"
 }
 
 check() {
@@ -107,7 +109,7 @@ ensure_dockerd() {
 }
 
 install_as_root() {
-    local need=() pkgs=(bubblewrap docker.io python3-minimal util-linux git) pkg
+    local need=() pkgs=(bubblewrap docker.io python3-minimal util-linux git chromium) pkg
     # Docker needs AppArmor's parser only where the kernel has AppArmor enabled.
     [ -d /sys/module/apparmor ] && pkgs+=(apparmor)
     if command -v dpkg-query >/dev/null 2>&1; then

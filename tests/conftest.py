@@ -31,3 +31,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The tests that run alone are marked `serial`; `--test-group` picks one side."""
     serial_group.mark_and_select(config, items)
+
+
+@pytest.fixture(autouse=True)
+def _no_xdist_identity_for_child_processes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pytest a test starts in a subprocess must not believe it is an xdist worker.
+
+    pytest-xdist names each worker in the environment, which children inherit; a child pytest
+    with syrupy then defers its snapshot report to a controller that does not exist, and the
+    tests that read that report fail only in the parallel run. Removed per test (restored after
+    it), so this worker's own session still knows what it is.
+    """
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    monkeypatch.delenv("PYTEST_XDIST_WORKER_COUNT", raising=False)

@@ -23,6 +23,7 @@ _IMPORT = re.compile(r"^\s*(?:from|import) (polyloop[\w.]*|polyloop_\w+)", re.M)
 _EXTRAS = {
     "polyloop.stores.postgres": "postgres",
     "polyloop.adapters.mcp": "mcp",
+    "polyloop.adapters.otel": "otel",
     "polyloop.batch.ray": "ray",
 }
 _DISTRIBUTION_OF = (

@@ -13,6 +13,7 @@ from polyloop.types import (
     ActionOutcome,
     ActionStatus,
     Budget,
+    CallNotExecuted,
     Context,
     Injection,
     Intent,
@@ -126,6 +127,11 @@ budgets = st.builds(
     max_prompt_chars=counts,
 )
 
+#: ``StepRecord.calls_not_executed`` (added after schema 1.0, design 0045).
+calls_not_executed = st.lists(
+    st.builds(CallNotExecuted, tool_name=texts, tool_arguments=texts), max_size=2
+).map(tuple)
+
 step_records = st.builds(
     StepRecord,
     step_idx=counts,
@@ -145,6 +151,7 @@ step_records = st.builds(
     tool_arguments=optional_texts,
     action_status=st.none() | st.sampled_from(ActionStatus),
     env_reported_completion=st.booleans(),
+    calls_not_executed=calls_not_executed,
 )
 
 run_results = st.builds(

@@ -135,11 +135,14 @@ def test_show_has_one_row_per_step(sqlite_url: str, env: dict[str, str]) -> None
 
 
 def test_show_full_has_every_step_record_field(sqlite_url: str, env: dict[str, str]) -> None:
-    """show --full gives all 18 StepRecord fields and the parameter snapshot."""
+    """show --full gives every StepRecord field (the seed's 18, then the added ones, shown at
+    their default too) and the parameter snapshot."""
     result = polyloop("show", "run-done", "--full", "--store", sqlite_url, "--json", env=env)
     assert result.code == 0, result.stderr
     document = result.json()
-    assert len(document["steps"][0]) == len(StepRecord.__dataclass_fields__) == 18
+    assert list(document["steps"][0]) == list(StepRecord.__dataclass_fields__)
+    assert len(StepRecord.__dataclass_fields__) == 19
+    assert [] == document["steps"][0]["calls_not_executed"]
     assert document["parameter_snapshot"]["request.tools.close.completes_run"] == "true"
     text = polyloop("show", "run-done", "--full", "--store", sqlite_url, env=env)
     for name in StepRecord.__dataclass_fields__:

@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
+from polyloop.asking import UserAnswered, UserAsked
 from polyloop.errors import (
     DuplicateRecordError,
     RunAlreadyStartedError,
@@ -84,6 +85,8 @@ def _key_of(record: LogRecord) -> tuple[object, ...]:
         return ("result", record.result_id)
     if isinstance(record, StepCompleted):
         return ("step", record.step.step_idx)
+    if isinstance(record, UserAsked | UserAnswered):
+        return (type(record).__name__, record.step)
     return (type(record).__name__,)
 
 
@@ -158,6 +161,12 @@ class ReferenceStore:
         await self.append(record)
 
     async def write_run_finished(self, record: RunFinished) -> None:
+        await self.append(record)
+
+    async def write_user_asked(self, record: UserAsked) -> None:
+        await self.append(record)
+
+    async def write_user_answered(self, record: UserAnswered) -> None:
         await self.append(record)
 
     def records(self, run_id: str) -> list[LogRecord]:
@@ -670,6 +679,15 @@ class TwoDefects(DropsModelFailure):
         super().refuse_duplicate(record, decoded)
 
 
+class SecondDecisionWins(ReferenceStore):
+    """Keeps every decision written for an ask: a run could act twice on one ask."""
+
+    def refuse_duplicate(self, record: LogRecord, decoded: list[LogRecord]) -> None:
+        if isinstance(record, UserAnswered):
+            return
+        super().refuse_duplicate(record, decoded)
+
+
 class WithoutLeases(ReferenceStore):
     """A correct store that does not offer the lease capability at all."""
 
@@ -712,6 +730,7 @@ STORES: Mapping[str, type[ReferenceStore]] = {
     "truncates_long_run_ids": TruncatesLongRunIds,
     "keeps_only_the_last_step": KeepsOnlyTheLastStep,
     "two_defects": TwoDefects,
+    "second_decision_wins": SecondDecisionWins,
 }
 
 
@@ -750,6 +769,10 @@ CAUGHT_BY: Mapping[str, Expected] = {
     "merges_duplicate_writes": Expected(
         "run_store::test_duplicate_writes_are_never_dropped_or_merged[step]",
         "duplicate writes are never dropped or merged",
+    ),
+    "second_decision_wins": Expected(
+        "run_store_user_asking::test_a_second_decision_for_one_ask_is_refused",
+        "a decision is given once",
     ),
     "lease_per_store_object": Expected(
         "run_store_leases::test_a_held_lease_is_refused_to_a_second_store_object",

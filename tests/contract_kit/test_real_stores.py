@@ -23,6 +23,9 @@ NEEDS_REOPEN = (
     "run_store_leases::test_a_held_lease_is_refused_to_a_second_store_object",
     "run_store_leases::test_a_lease_is_free_again_after_its_store_is_closed",
     "run_store_leases::test_a_lease_is_free_within_a_second_after_its_holder_is_killed",
+    "run_store_user_asking::test_asks_and_answers_read_back_in_write_order",
+    "run_store_user_asking::test_a_second_decision_for_one_ask_is_refused",
+    "run_store_user_asking::test_two_deciders_at_once_one_wins",
 )
 
 
@@ -81,6 +84,7 @@ def test_each_store_passes_every_store_rule(suite_run: Result, store: str) -> No
     )
     assert len(outcomes) >= 33
     assert 5 == sum(1 for key in outcomes if key.startswith("run_store_leases::"))
+    assert 4 == sum(1 for key in outcomes if key.startswith("run_store_user_asking::"))
     durable = {f"{name}[{store}]" for name in NEEDS_REOPEN}
     expected_other = "skipped" if store == "memory" else "passed"
     assert {k: expected_other for k in durable} == {k: outcomes[k] for k in durable}

@@ -173,8 +173,12 @@ def test_agent_definition_has_the_seed_fields() -> None:
 
 
 def test_run_request_has_the_seed_fields() -> None:
-    """`RunRequest` has exactly the eleven fields of design 0006, in order, none defaulted."""
+    """`RunRequest` has the eleven fields of design 0006, in order, none defaulted; fields
+    added after the seed follow them, each defaulted (so every seed-era call still builds)."""
     fields = dataclasses.fields(RunRequest)
+    added = fields[11:]
+    fields = fields[:11]
+    assert [(f.name, f.default) for f in added] == [("native_tools", False)]  # design 0046
     assert [f.name for f in fields] == [
         "run_id",
         "budget",

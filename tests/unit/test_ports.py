@@ -13,6 +13,7 @@ from typing import Any, Protocol
 import pytest
 
 from polyloop import ports
+from polyloop.asking import UserAnswered, UserAsked
 from polyloop.ports import (
     Action,
     ActionExecutor,
@@ -31,6 +32,7 @@ from polyloop.ports import (
 )
 from polyloop.types import (
     ActionOutcome,
+    CallNotExecuted,
     Intent,
     Message,
     ModelCallResult,
@@ -97,6 +99,8 @@ EXPECTED_SHELLS: dict[type[Any], list[tuple[str, object, object]]] = {
     ParsedReply: [
         ("history_text", str, _NO_DEFAULT),
         ("decision", Action | FinalAnswer | InvalidDecision, _NO_DEFAULT),
+        # added after the seed, defaulted: the reply's calls the step does not execute (0045)
+        ("calls_not_executed", tuple[CallNotExecuted, ...], ()),
     ],
     RunLog: [
         ("started", RunStarted | None, None),
@@ -104,6 +108,9 @@ EXPECTED_SHELLS: dict[type[Any], list[tuple[str, object, object]]] = {
         ("model_results", tuple[ModelCallResult, ...], ()),
         ("steps", tuple[StepCompleted, ...], ()),
         ("finished", RunFinished | None, None),
+        # added after the seed, defaulted: the records of a run that asks a person (design 0037)
+        ("asks", tuple[UserAsked, ...], ()),
+        ("answers", tuple[UserAnswered, ...], ()),
     ],
 }
 
@@ -118,7 +125,7 @@ def _own_methods(protocol: type[Any]) -> list[str]:
 
 def test_module_exports_the_seed_names() -> None:
     """`polyloop.ports.__all__` holds every name of the draft; the additions are `EventKind` and
-    the optional store capabilities (leases, listing, closing)."""
+    the optional store capabilities (leases, listing, closing, asking a person)."""
     additions = {
         "EventKind",
         "LeaseHolder",
@@ -126,6 +133,8 @@ def test_module_exports_the_seed_names() -> None:
         "RunLeasing",
         "RunListing",
         "StoreClosing",
+        "UserAsking",
+        "supports_user_asking",
     }
     assert set(ports.__all__) >= SEED_NAMES
     assert additions == set(ports.__all__) - SEED_NAMES

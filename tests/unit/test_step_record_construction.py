@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from polyloop.session._loop import _Head
-from polyloop.types import ActionStatus, StepRecord
+from polyloop.types import ActionStatus, CallNotExecuted, StepRecord
 
 STEP_FIELDS = [f.name for f in dataclasses.fields(StepRecord)]
 HEAD_FIELDS = [f.name for f in dataclasses.fields(_Head)]
@@ -31,6 +31,8 @@ def _distinct_values(true_field: str | None) -> dict[str, Any]:
             values[f.name] = f.name == true_field
         elif f.name == "action_status":
             values[f.name] = ActionStatus.NOT_EXECUTED
+        elif f.name == "calls_not_executed":
+            values[f.name] = (CallNotExecuted("value of tool_name", "{}"),)
         elif "int" in str(f.type):
             values[f.name] = 100 + index
         else:

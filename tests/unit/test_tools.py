@@ -75,16 +75,20 @@ def _action(name: str, arguments: Mapping[str, object]) -> Action:
 
 
 def test_tool_spec_fields_and_defaults() -> None:
-    """`ToolSpec` has the seed's five fields; replay policy defaults to NEVER, completes_run to False."""
+    """`ToolSpec` has the seed's five fields, then the two defaulted gating flags of design 0037;
+    replay policy defaults to NEVER, the three flags to False."""
     assert [f.name for f in dataclasses.fields(ToolSpec)] == [
         "name",
         "description",
         "parameters",
         "replay_policy",
         "completes_run",
+        "requires_approval",
+        "asks_user",
     ]
     spec = ToolSpec("t", "d", {"type": "object"})
     assert (spec.replay_policy, spec.completes_run) == (ReplayPolicy.NEVER, False)
+    assert (spec.requires_approval, spec.asks_user) == (False, False)
 
 
 def test_tool_spec_is_frozen_and_keeps_its_own_copy_of_the_schema() -> None:

@@ -20,6 +20,7 @@ from polyloop.types import (
     ActionOutcome,
     ActionStatus,
     Budget,
+    CallNotExecuted,
     ContentBlock,
     Context,
     Injection,
@@ -46,7 +47,12 @@ _NO_DEFAULT = object()
 #: (field name, annotation, default) in declaration order, as design 0006 writes them.
 EXPECTED_FIELDS: dict[type[Any], list[tuple[str, object, object]]] = {
     TextBlock: [("text", str, _NO_DEFAULT)],
-    Message: [("role", Role, _NO_DEFAULT), ("content", tuple[TextBlock, ...], _NO_DEFAULT)],
+    Message: [
+        ("role", Role, _NO_DEFAULT),
+        ("content", tuple[TextBlock, ...], _NO_DEFAULT),
+        # added after the seed, defaulted: pairs a native tool call with its result (0046)
+        ("tool_call_id", str | None, None),
+    ],
     Context: [
         ("run_level", tuple[Message, ...], _NO_DEFAULT),
         ("goal_level", tuple[Message, ...], _NO_DEFAULT),
@@ -97,7 +103,10 @@ EXPECTED_FIELDS: dict[type[Any], list[tuple[str, object, object]]] = {
         ("action_status", ActionStatus | None, None),
         ("env_reported_completion", bool, False),
         ("schema_version", int, CURRENT_SCHEMA_VERSION),
+        # added after schema 1.0, defaulted and optional on read (design 0045)
+        ("calls_not_executed", tuple[CallNotExecuted, ...], ()),
     ],
+    CallNotExecuted: [("tool_name", str, _NO_DEFAULT), ("tool_arguments", str, _NO_DEFAULT)],
     RunResult: [
         ("run_id", str, _NO_DEFAULT),
         ("stop_reason", StopReason, _NO_DEFAULT),
@@ -129,13 +138,21 @@ EXPECTED_FIELDS: dict[type[Any], list[tuple[str, object, object]]] = {
         ("result_id", str | None, _NO_DEFAULT),
         ("action_outcome", ActionOutcome | None, _NO_DEFAULT),
         ("step", StepRecord, _NO_DEFAULT),
+        # added after schema 1.0, defaulted and optional on read (design 0048)
+        ("replayed_on_resume", IntentKind | None, None),
     ],
     RunFinished: [("run_id", str, _NO_DEFAULT), ("result", RunResult, _NO_DEFAULT)],
 }
 
 #: Every enum with its (member name, string value) pairs in declaration order.
 EXPECTED_ENUMS: dict[type[StrEnum], list[tuple[str, str]]] = {
-    Role: [("SYSTEM", "system"), ("USER", "user"), ("ASSISTANT", "assistant")],
+    Role: [
+        ("SYSTEM", "system"),
+        ("USER", "user"),
+        ("ASSISTANT", "assistant"),
+        # added after the seed: native tool results (design 0046)
+        ("TOOL", "tool"),
+    ],
     ReplayPolicy: [("NEVER", "never"), ("SAFE", "safe")],
     IntentKind: [("MODEL_CALL", "model_call"), ("ACTION", "action")],
     ActionStatus: [
@@ -180,6 +197,10 @@ SEED_NAMES = {
     "StepCompleted",
     "RunFinished",
     "CURRENT_SCHEMA_VERSION",
+}
+#: Names added after the seed, each with its design record.
+ADDED_NAMES = {
+    "CallNotExecuted",  # design 0045
 }
 
 
@@ -232,8 +253,10 @@ def _budget(**changes: Any) -> Budget:
 
 
 def test_module_exports_exactly_the_seed_names() -> None:
-    """`polyloop.types.__all__` holds exactly the names design 0006 gives the module."""
-    assert set(types.__all__) == SEED_NAMES
+    """`polyloop.types.__all__` holds exactly the names design 0006 gives the module, plus the
+    ones added later with a design record of their own."""
+    assert set(types.__all__) == SEED_NAMES | ADDED_NAMES
+    assert not SEED_NAMES & ADDED_NAMES
     assert len(types.__all__) == len(set(types.__all__))
 
 
@@ -275,9 +298,12 @@ def test_field_defaults(cls: type[Any]) -> None:
 
 
 def test_step_record_has_eighteen_fields() -> None:
-    """`StepRecord` has 18 fields, the first thirteen inherited verbatim from dissect."""
-    names = [f.name for f in dataclasses.fields(StepRecord)]
-    assert len(names) == 18
+    """`StepRecord` has the seed's 18 fields, the first thirteen inherited verbatim from
+    dissect, then only fields added after schema 1.0 (optional on read)."""
+    fields = dataclasses.fields(StepRecord)
+    names = [f.name for f in fields]
+    assert names[17] == "schema_version"
+    assert all(f.metadata.get("optional_on_read") is True for f in fields[18:])
     assert names[:13] == [
         "step_idx",
         "raw_output",
@@ -348,6 +374,7 @@ def _instances() -> list[object]:
         Intent("run", IntentKind.MODEL_CALL, 0, "model-0", ReplayPolicy.SAFE),
         ModelCallResult("run", "model-0", ModelReply(None, "hi", ""), None),
         StepCompleted("run", None, None, step),
+        CallNotExecuted("write_file", "{}"),
         RunFinished("run", result),
     ]
 

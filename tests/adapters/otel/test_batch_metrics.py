@@ -66,3 +66,21 @@ def test_the_batch_name_is_checked() -> None:
     """An empty name is refused with a message saying what it is for."""
     with pytest.raises(ValueError, match="naming the pass"):
         BatchMetrics(batch="")
+
+
+def test_two_batches_on_one_provider_are_both_observed() -> None:
+    """Each batch's rate is its own gauge point, named after it."""
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[reader])
+    tally = BatchTally()
+    tally.steps, tally.started_at = 10, tally.started_at - 10.0
+    for name in ("one", "two"):
+        BatchMetrics(provider, batch=name)(
+            EpisodeReport(f"{name}-0", EpisodeStatus.RAN, steps=3), tally
+        )
+    rates = measurements(reader)["polyloop.batch.steps_per_second"]
+    assert ["one", "two"] == sorted(str(a["polyloop.batch.name"]) for a, _ in rates)
+    steps = measurements(reader)["polyloop.batch.steps"]
+    assert [("one", 3.0), ("two", 3.0)] == sorted(
+        (str(a["polyloop.batch.name"]), v) for a, v in steps
+    )

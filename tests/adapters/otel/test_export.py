@@ -15,6 +15,7 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
 
 from polyloop.adapters.gateway import GatewayModelClient
 from polyloop.adapters.otel import OpenTelemetryEventSink, OtlpTelemetry
@@ -22,12 +23,14 @@ from polyloop.errors import ConfigurationError
 from polyloop.ports import Event
 from polyloop.session import run
 from polyloop.stores.memory import MemoryRunStore
-from polyloop.testing import ScriptedModelClient
+from polyloop.testing import ScriptedModelClient, reply
+from polyloop.tools import Tool, ToolRegistry, ToolSpec
 from polyloop.types import StopReason
 from tests.adapters.gateway._server import FakeGateway, closed_port, serve_in_thread
 from tests.adapters.gateway._server import unaccepting_listener as silent_listener
 from tests.adapters.otel._agent import definition, request
 from tests.adapters.otel.test_sink import SCRIPT
+from tests.loop_kit import Crash
 from tests.stores import _postgres
 from tests.stores._helpers import close_store
 
@@ -95,12 +98,17 @@ async def test_an_unreachable_collector_never_holds_up_a_run_and_its_failures_ar
 
 
 def test_the_endpoint_and_intervals_are_checked_with_a_clear_error() -> None:
-    """A gRPC-style or schemeless endpoint and a non-positive interval are refused, saying what
-    to pass."""
+    """A schemeless endpoint, a non-positive interval, an empty service name and a header
+    that is not a string are refused, saying what to pass (and never showing a header)."""
     with pytest.raises(ConfigurationError, match="OTLP/HTTP"):
         OtlpTelemetry("127.0.0.1:4317")
     with pytest.raises(ConfigurationError, match="export_interval_seconds"):
         OtlpTelemetry("http://127.0.0.1:4318", export_interval_seconds=0)
+    with pytest.raises(ConfigurationError, match="service_name"):
+        OtlpTelemetry("http://127.0.0.1:4318", service_name="")
+    with pytest.raises(ConfigurationError, match="'Authorization'") as refused:
+        OtlpTelemetry("http://127.0.0.1:4318", headers={"Authorization": b"Basic c2VjcmV0"})  # type: ignore[dict-item]
+    assert "c2VjcmV0" not in str(refused.value)
 
 
 def test_headers_never_show_in_the_repr() -> None:
@@ -169,3 +177,28 @@ async def test_no_secret_reaches_the_telemetry_even_with_content_on(
     everything += data.to_json() + json.dumps(dict(provider.resource.attributes))
     for secret in (api_key, password, _postgres.server_url()):
         assert secret not in everything
+
+
+async def test_shutdown_ends_the_invocation_of_a_run_that_raised() -> None:
+    """A run that raised (no run_finished) still has its invocation span ended, as an error,
+    when the telemetry shuts down — so its steps do not hang under a span that never comes."""
+    telemetry = OtlpTelemetry(f"http://127.0.0.1:{closed_port()}", metrics=False)
+    kept = InMemorySpanExporter()
+    telemetry.tracer_provider.add_span_processor(SimpleSpanProcessor(kept))
+    sink = telemetry.event_sink()
+    script = [reply("CALL act {}"), reply("FINAL: no")]
+
+    def act(arguments: Mapping[str, object]) -> str:
+        raise Crash("dies inside the action")
+
+    tools = ToolRegistry([Tool(ToolSpec("act", "Acts.", {"type": "object"}), act)])
+    with pytest.raises(Crash):
+        await run(
+            definition(ScriptedModelClient(script), MemoryRunStore(), sink), request("r", tools)
+        )
+    assert 1 == sink.open_invocations
+    assert [] == [s.name for s in kept.get_finished_spans() if s.name.startswith("invoke_agent")]
+    await asyncio.to_thread(telemetry.shutdown)
+    assert 0 == sink.open_invocations
+    (invocation,) = [s for s in kept.get_finished_spans() if s.name.startswith("invoke_agent")]
+    assert StatusCode.ERROR == invocation.status.status_code

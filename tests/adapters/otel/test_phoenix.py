@@ -218,3 +218,36 @@ async def test_a_killed_never_action_reads_back_refused(phoenix_url: str, tmp_pa
         "polyloop.step": 1,
     }.items() <= refused["attributes"].items()
     assert 4 == len(spans)
+
+
+def test_the_example_shows_its_crashed_and_resumed_run_as_one_trace(phoenix_url: str) -> None:
+    """examples/otel_example.py, pointed at the receiver by the standard variable: the run
+    killed with SIGKILL inside its second action and resumed here is one trace, with the
+    crashed step and the replayed action."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "POLYLOOP_"))}
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "otel_example.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**env, "OTEL_EXPORTER_OTLP_ENDPOINT": phoenix_url},
+    )
+    assert 0 == done.returncode, done.stderr
+    first, second = done.stdout.strip().splitlines()
+    run_id = first.split()[1].rstrip(":")
+    assert f"run {run_id}: agent_finished after 3 steps" == first
+    assert f"trace {run_trace_id(run_id):032x}" == second
+    spans = _wait_for(phoenix_url, run_id, lambda spans: len(spans) >= 6)
+    assert [
+        "chat",
+        "chat",
+        "chat",
+        "execute_tool fetch",
+        "execute_tool look",
+        "invoke_agent polyloop",
+    ] == sorted(s["name"] for s in spans)
+    invocation = _named(spans, "invoke_agent polyloop")
+    assert "execute_action_again" == invocation["attributes"]["polyloop.resume.move"]
+    assert _named(spans, "execute_tool fetch")["attributes"]["polyloop.replayed"] is True
+    assert _parent(_named(spans, "execute_tool look")) != _id(invocation)

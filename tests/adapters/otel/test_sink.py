@@ -3,9 +3,13 @@ the span tree, the GenAI names and attributes, PolyLoop's own, the metrics, and 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 
 import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import StatusCode
 
 from polyloop.adapters.otel import (
@@ -15,13 +19,20 @@ from polyloop.adapters.otel import (
     run_trace_id,
 )
 from polyloop.errors import EnvironmentFailure
-from polyloop.ports import Event, EventKind
+from polyloop.ports import Event, EventKind, ModelCall
 from polyloop.session import resume, run
 from polyloop.stores.memory import MemoryRunStore
 from polyloop.testing import ScriptedModelClient, reply
 from polyloop.tools import Tool, ToolRegistry, ToolSpec
 from polyloop.types import ModelReply, ReplayPolicy, StopReason
-from tests.adapters.otel._agent import Telemetry, children, definition, in_memory, request
+from tests.adapters.otel._agent import (
+    Telemetry,
+    children,
+    definition,
+    in_memory,
+    measurements,
+    request,
+)
 from tests.loop_kit import Crash
 
 USAGE = {
@@ -42,8 +53,18 @@ SCRIPT = [
 ]
 
 
-async def _three_steps(telemetry: Telemetry, run_id: str = "r-otel") -> None:
-    model = ScriptedModelClient(SCRIPT)
+class _Yielding(ScriptedModelClient):
+    """Gives the event loop a turn on every call, so that concurrent runs interleave."""
+
+    async def call(self, call: ModelCall) -> ModelReply:
+        await asyncio.sleep(0)
+        return await super().call(call)
+
+
+async def _three_steps(
+    telemetry: Telemetry, run_id: str = "r-otel", *, interleave: bool = False
+) -> None:
+    model = (_Yielding if interleave else ScriptedModelClient)(SCRIPT)
     result = await run(definition(model, MemoryRunStore(), telemetry.sink), request(run_id))
     assert StopReason.AGENT_FINISHED == result.stop_reason
     assert 0 == result.event_delivery_failures
@@ -350,3 +371,38 @@ async def test_failed_exports_are_reported_by_the_next_emit_and_counted_by_the_r
 def test_the_parameters_name_only_the_kind() -> None:
     """Where telemetry goes or whether content is captured never blocks a resume."""
     assert {"kind": "opentelemetry"} == OpenTelemetryEventSink(capture_content=True).parameters()
+
+
+async def test_concurrent_runs_through_one_sink_keep_their_own_trees() -> None:
+    """Runs interleaving on one sink (as in a batch) each get their own trace, with every model
+    call and action under their own invocation."""
+    telemetry = in_memory()
+    run_ids = [f"r-{k}" for k in range(5)]
+    await asyncio.gather(*(_three_steps(telemetry, r, interleave=True) for r in run_ids))
+    spans = telemetry.finished()
+    invocations = {_attrs(s)["polyloop.run_id"]: s for s in telemetry.named("invoke_agent")}
+    assert set(run_ids) == set(invocations)
+    # They did interleave: every invocation started before any ended.
+    assert max(s.start_time or 0 for s in invocations.values()) < min(
+        s.end_time or 0 for s in invocations.values()
+    )
+    for run_id, invocation in invocations.items():
+        assert run_trace_id(run_id) == invocation.context.trace_id
+        mine = [s for s in spans if _attrs(s)["polyloop.run_id"] == run_id and s is not invocation]
+        assert 5 == len(mine)
+        assert mine == list(children(spans, invocation))
+
+
+async def test_sinks_sharing_a_meter_provider_all_count() -> None:
+    """A sink per episode on one provider (as a batch factory makes them): every run counts,
+    though the SDK keeps only the first registration of an observable instrument."""
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[reader])
+    spans = TracerProvider()
+    for run_id in ("a", "b", "c"):
+        sink = OpenTelemetryEventSink(tracer_provider=spans, meter_provider=provider)
+        model = ScriptedModelClient(SCRIPT)
+        await run(definition(model, MemoryRunStore(), sink), request(run_id))
+    measured = measurements(reader)
+    assert [({"polyloop.parse_ok": True}, 9.0)] == measured["polyloop.steps"]
+    assert [({"polyloop.stop_reason": "agent_finished"}, 3.0)] == measured["polyloop.runs"]

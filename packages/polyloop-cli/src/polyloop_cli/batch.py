@@ -31,6 +31,7 @@ from polyloop.batch import (
     run_batch,
 )
 from polyloop.batch.errors import BatchError
+from polyloop.errors import ConfigurationError
 from polyloop.ports import RunStore
 from polyloop_cli.batch_progress import progress_observer
 from polyloop_cli.errors import CliError, ExitCode
@@ -118,6 +119,15 @@ def _store_opener(url: StoreUrl) -> Callable[[], AbstractAsyncContextManager[Run
     help="With --ray and a sqlite/jsonl store: every node mounts the store's disk at the same "
     "path with working POSIX locks (needed when nodes are on other hosts).",
 )
+@click.option(
+    "--otlp",
+    "otlp",
+    metavar="URL",
+    default=None,
+    help="Send the batch's metrics (episodes done/failed/parked, steps, steps/s) to the "
+    "OpenTelemetry collector at URL (OTLP/HTTP, e.g. http://127.0.0.1:4318); needs "
+    "polyloop-cli[otel].",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON document.")
 def batch(
     episodes_file: Path,
@@ -128,6 +138,7 @@ def batch(
     ray_address: str | None,
     workers: int | None,
     shared_disk: bool,
+    otlp: str | None,
     as_json: bool,
 ) -> None:
     """Drive every episode of EPISODES.jsonl: start new ones, resume crashed ones, count
@@ -144,6 +155,7 @@ def batch(
     url = _absolute(parse_store_url(store if store is not None else default_store_url()))
     results_path = results if results is not None else _results_path(episodes_file)
     rerun = suggest("batch", *sys.argv[2:]) if sys.argv[1:2] == ["batch"] else None
+    metrics = None if otlp is None else _batch_metrics(otlp, episodes_file)
     summary = asyncio.run(
         _drive(
             episodes,
@@ -156,6 +168,7 @@ def batch(
             workers,
             shared_disk,
             output,
+            metrics,
         )
     )
     _print_summary(output, summary, episodes, results_path)
@@ -167,6 +180,36 @@ def batch(
             f"{_incomplete(summary)}; see {results_path}, then rerun the same command to "
             "continue" + (f": {rerun}" if rerun else "."),
         )
+
+
+class _Metrics:
+    """The batch's OpenTelemetry metrics: an observer, and the exporter to close at the end."""
+
+    def __init__(self, url: str, batch: str) -> None:
+        from polyloop.adapters.otel import OtlpTelemetry
+
+        self._telemetry = OtlpTelemetry(
+            url, service_name="polyloop-batch", export_interval_seconds=5.0
+        )
+        self.observer: ReportObserver = self._telemetry.batch_metrics(batch=batch)
+
+    def close(self) -> None:
+        self._telemetry.shutdown()
+
+
+def _batch_metrics(url: str, episodes_file: Path) -> _Metrics:
+    try:
+        import polyloop.adapters.otel  # noqa: F401
+    except ImportError as error:
+        raise CliError(
+            ExitCode.USAGE,
+            "--otlp needs OpenTelemetry; install it with `pip install 'polyloop-cli[otel]'`.",
+            detail=str(error),
+        ) from None
+    try:
+        return _Metrics(url, episodes_file.stem)
+    except ConfigurationError as error:
+        raise CliError(ExitCode.USAGE, f"--otlp: {error}") from None
 
 
 def _load(spec: str) -> EpisodeFactory:
@@ -206,6 +249,7 @@ async def _drive(
     workers: int | None,
     shared_disk: bool,
     output: Output,
+    metrics: _Metrics | None = None,
 ) -> BatchSummary:
     control = BatchControl()
     loop = asyncio.get_running_loop()
@@ -214,6 +258,8 @@ async def _drive(
         with ResultsFile(results_path) as results:
             async with progress_observer(output, episodes) as shown:
                 observers: list[ReportObserver] = [results, shown]
+                if metrics is not None:
+                    observers.append(metrics.observer)
                 if ray_address is not None:
                     return await _on_ray(
                         episodes,
@@ -247,6 +293,8 @@ async def _drive(
         raise CliError(ExitCode.USAGE, str(error)) from None
     finally:
         loop.remove_signal_handler(signal.SIGINT)
+        if metrics is not None:  # sends the last measurements, bounded by the export timeout
+            await asyncio.to_thread(metrics.close)
 
 
 async def _on_ray(

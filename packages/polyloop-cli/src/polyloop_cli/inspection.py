@@ -6,6 +6,7 @@ Each returns plain JSON-ready data, rendered as tables or as ``--json`` by :mod:
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from polyloop.recovery import (
     snapshot_facts,
     validate_log,
 )
+from polyloop.serialization import to_dict
 from polyloop.types import ActionStatus, Intent, StepRecord
 
 __all__ = [
@@ -168,6 +170,17 @@ def _short(text: str | None, limit: int) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
+def full_step(step: StepRecord) -> dict[str, Any]:
+    """Every StepRecord field (``show --full``): the stored form, plus the fields added after
+    schema 1.0 that the stored form leaves out while they hold their default."""
+    shown = to_dict(step)
+    for field in dataclasses.fields(StepRecord):
+        if field.name not in shown:
+            default = field.default
+            shown[field.name] = list(default) if isinstance(default, tuple) else default
+    return shown
+
+
 def step_row(step: StepRecord, *, width: int = 60) -> dict[str, Any]:
     """The StepRecord fields that matter when reading a trajectory, shortened for a table."""
     if step.tool_name is not None:
@@ -180,16 +193,24 @@ def step_row(step: StepRecord, *, width: int = 60) -> dict[str, Any]:
         action = "(unreadable reply)"
     else:
         action = "(model call failed)"
-    return {
+    status = "" if step.action_status is None else step.action_status.value
+    row: dict[str, Any] = {
         "step": step.step_idx,
         "action": _short(action, width),
         "parse_ok": step.parse_ok,
-        "status": "" if step.action_status is None else step.action_status.value,
+        "status": status,
         "observation": _short(step.observation, width),
         "synthetic": step.observation_is_synthetic,
         "prompt_chars": step.prompt_chars,
         "wall_ms": step.step_wall_ms,
     }
+    if step.calls_not_executed:
+        # The reply made more calls than the step executed (design 0045): marked, never hidden.
+        names = [call.tool_name for call in step.calls_not_executed]
+        row["status"] = f"{status} +{len(names)} not executed".strip()
+        row["action"] = _short(f"{action} [not executed: {', '.join(names)}]", width)
+        row["calls_not_executed"] = names
+    return row
 
 
 def run_totals(steps: Sequence[StepRecord], summary: Mapping[str, Any]) -> dict[str, Any]:

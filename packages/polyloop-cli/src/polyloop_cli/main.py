@@ -22,13 +22,14 @@ from typing import Any, TypeVar
 import click
 
 from polyloop.ports import LeaseHolder, RunLog
-from polyloop.serialization import dumps, to_dict
+from polyloop.serialization import dumps
 from polyloop.stores.urls import shown_url
 from polyloop.types import StepRecord
 from polyloop_cli.errors import CliError, ExitCode, shown_id
 from polyloop_cli.inspection import (
     StepSpan,
     corruption,
+    full_step,
     holder_json,
     model_calls_json,
     model_usage_fields,
@@ -379,7 +380,7 @@ def show(
             "event_delivery_failures": None
             if log.finished is None
             else log.finished.result.event_delivery_failures,
-            "steps": [to_dict(step) if full else step_row(step, width=10_000) for step in steps],
+            "steps": [full_step(step) if full else step_row(step, width=10_000) for step in steps],
             "model_calls": model_calls_json(log),
             "pending": pending,
             "totals": totals,
@@ -448,7 +449,7 @@ def _show_text(
     elif full:
         for step in steps:
             output.fields(
-                [(key, _plain(value)) for key, value in to_dict(step).items()],
+                [(key, _plain(value)) for key, value in full_step(step).items()],
                 title=f"Step {step.step_idx}",
             )
             output.line()
@@ -748,9 +749,13 @@ def _snapshot_text(log: RunLog, masks: tuple[str, ...] = ()) -> tuple[str, list[
 def _register_demo() -> None:
     from polyloop_cli.batch import batch
     from polyloop_cli.demo import demo
+    from polyloop_cli.steps import steps
+    from polyloop_cli.view import view
 
     cli.add_command(demo)
     cli.add_command(batch)
+    cli.add_command(steps)
+    cli.add_command(view)
 
 
 _register_demo()

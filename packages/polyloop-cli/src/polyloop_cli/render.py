@@ -213,7 +213,9 @@ def _cell(value: object) -> str | Text:
         return _scrubbed(value)
     if isinstance(value, bool):
         return "yes" if value else "no"
-    return scrub(str(value))
+    # Text, not str: rich reads a str as markup, which would drop "[Errno 2]" from a cell and
+    # fail on "[/]" (cells hold the model's and the tools' own text).
+    return Text(scrub(str(value)))
 
 
 def _scrubbed(text: Text) -> Text:

@@ -24,6 +24,7 @@ import pytest
 SUITES: tuple[str, ...] = (
     "run_store",
     "run_store_leases",
+    "run_store_user_asking",
     "run_store_stateful",
     "decision_parser",
     "model_client",

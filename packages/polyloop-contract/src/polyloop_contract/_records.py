@@ -10,9 +10,11 @@ run or step shows.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import hashlib
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+from polyloop.asking import AskKind, UserAnswered, UserAsked, Verdict
 from polyloop.serialization import LogRecord
 from polyloop.testing import (
     StepWrites,
@@ -45,6 +47,7 @@ __all__ = [
     "LogModel",
     "LogRecord",
     "action_writes",
+    "approved_writes",
     "code_writes",
     "expected_log",
     "full_run",
@@ -54,6 +57,8 @@ __all__ = [
     "run_finished",
     "run_started",
     "step_writes",
+    "user_answered",
+    "user_asked",
     "write",
 ]
 
@@ -132,6 +137,52 @@ def model_failure_writes(run_id: str, k: int) -> StepWrites:
     )
 
 
+def user_asked(run_id: str, k: int) -> UserAsked:
+    """The ask of step ``k`` of :func:`action_writes`: its ``search`` call waits for a person."""
+    arguments_json = f'{{"q":"{k}"}}'
+    return UserAsked(
+        run_id=run_id,
+        step=k,
+        kind=AskKind.APPROVAL,
+        action=f"search({k})",
+        tool_name="search",
+        arguments_json=arguments_json,
+        arguments_sha256=hashlib.sha256(arguments_json.encode()).hexdigest(),
+        schema_sha256=hashlib.sha256(b"{}").hexdigest(),
+        description_sha256=hashlib.sha256(
+            AWKWARD_TEXT.encode("utf-8", "surrogatepass")
+        ).hexdigest(),
+        policy_name=f"policy of {run_id}",
+        question=None,
+        asked_at="2026-01-02T03:04:05+00:00",
+    )
+
+
+def user_answered(
+    ask: UserAsked, verdict: Verdict = Verdict.APPROVE, **fields: str
+) -> UserAnswered:
+    """A decision on ``ask``, by a person named after the run (``fields`` override)."""
+    decision = UserAnswered(
+        run_id=ask.run_id,
+        step=ask.step,
+        verdict=Verdict.APPROVE,
+        arguments_sha256=ask.arguments_sha256,
+        arguments_json=None,
+        reason=None,
+        answer=None,
+        decided_by=f"reviewer of {ask.run_id}: {AWKWARD_TEXT}",
+        decided_at="2026-01-02T04:05:06+00:00",
+    )
+    return replace(decision, verdict=verdict, **fields)  # type: ignore[arg-type]
+
+
+def approved_writes(run_id: str, k: int) -> list[LogRecord]:
+    """Step ``k`` of :func:`action_writes`, asked about and approved before its action intent."""
+    records = list(action_writes(run_id, k).records)
+    ask = user_asked(run_id, k)
+    return [*records[:2], ask, user_answered(ask), *records[2:]]
+
+
 def step_writes(run_id: str, k: int) -> StepWrites:
     """The writes of step ``k`` of a run that goes on; the pattern varies with ``k``."""
     return (action_writes, parse_failure_writes, code_writes)[k % 3](run_id, k)
@@ -186,6 +237,8 @@ def method_for(record: LogRecord) -> str:
         ModelCallResult: "write_model_call_result",
         StepCompleted: "write_step_completed",
         RunFinished: "write_run_finished",
+        UserAsked: "write_user_asked",
+        UserAnswered: "write_user_answered",
     }[type(record)]
 
 

@@ -35,6 +35,12 @@ STORE_CAPABILITIES: Mapping[str, str] = MappingProxyType(
             "across every store object on the same storage, freed when the holder dies (a "
             "store that does not implement it is reported, not failed)"
         ),
+        "user_asking": (
+            "the store implements polyloop.ports.UserAsking: it holds the UserAsked and "
+            "UserAnswered records of runs that wait for a person, at most one of each per step "
+            "(a store that does not implement it is reported, not failed; gated runs are "
+            "refused on it)"
+        ),
     }
 )
 

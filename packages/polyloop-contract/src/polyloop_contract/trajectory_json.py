@@ -24,6 +24,7 @@ import json
 import re
 from collections.abc import Callable, Collection
 
+from polyloop.asking import UserAnswered, UserAsked
 from polyloop.errors import SerializationError
 from polyloop.ports import RunLog
 from polyloop.serialization import (
@@ -129,7 +130,17 @@ def run_log_from_json(text: str | bytes) -> RunLog:
 def _records(log: RunLog) -> list[LogRecord]:
     head: list[LogRecord] = [] if log.started is None else [log.started]
     tail: list[LogRecord] = [] if log.finished is None else [log.finished]
-    return [*head, *log.intents, *log.model_results, *log.steps, *tail]
+    # The records of asking (design 0037) come after the others; an ungated run has none,
+    # so its snapshot is what it always was.
+    return [
+        *head,
+        *log.intents,
+        *log.model_results,
+        *log.steps,
+        *log.asks,
+        *log.answers,
+        *tail,
+    ]
 
 
 def _log_of(records: list[LogRecord]) -> RunLog:
@@ -146,6 +157,8 @@ def _log_of(records: list[LogRecord]) -> RunLog:
         model_results=tuple(r for r in records if isinstance(r, ModelCallResult)),
         steps=tuple(r for r in records if isinstance(r, StepCompleted)),
         finished=finished[0] if finished else None,
+        asks=tuple(r for r in records if isinstance(r, UserAsked)),
+        answers=tuple(r for r in records if isinstance(r, UserAnswered)),
     )
 
 

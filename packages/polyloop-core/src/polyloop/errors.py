@@ -8,6 +8,7 @@ from __future__ import annotations
 from polyloop._lease import LeaseHolder
 
 __all__ = [
+    "AskNotPendingError",
     "ConfigurationError",
     "CorruptLogError",
     "DuplicateRecordError",
@@ -17,11 +18,14 @@ __all__ = [
     "RunAlreadyStartedError",
     "RunLeaseHeldError",
     "RunNotFoundError",
+    "RunWouldParkError",
     "SchemaVersionError",
     "SerializationError",
     "SnapshotMismatchError",
+    "StaleAskError",
     "StoreError",
     "ToolCallRejected",
+    "UnsupportedStoreError",
 ]
 
 
@@ -126,3 +130,42 @@ class CorruptLogError(PolyLoopError):
 
 class SnapshotMismatchError(PolyLoopError):
     """The parameters a run started with differ from the ones it is resumed with."""
+
+
+class RunWouldParkError(ConfigurationError):
+    """``run``/``resume`` was given a gated request: one that may have to wait for a person.
+
+    Raised at once, before the lease is taken or anything is read or written. Such a run is
+    driven through ``run_or_park``/``resume_or_park``, whose return value says whether it
+    finished or parked (design 0037).
+    """
+
+
+class UnsupportedStoreError(ConfigurationError):
+    """The store lacks an optional capability the request needs (e.g. ``UserAsking`` for a
+    gated run); raised before anything is written."""
+
+
+class AskNotPendingError(PolyLoopError):
+    """A decision was given for a run that waits on no ask: none was made, it is already
+    decided, or the run is finished. The message says which."""
+
+
+class StaleAskError(PolyLoopError):
+    """A decision was bound to another ask than the pending one: the arguments, the tool's
+    schema or description, or the approval policy differ from what was asked.
+
+    ``key`` names what differs (``"arguments_sha256"``, ``"schema_sha256"``,
+    ``"description_sha256"``, ``"policy_name"``); nothing was written.
+    """
+
+    def __init__(self, message: str, *, key: str) -> None:
+        super().__init__(message)
+        self.key = key
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_rebuild_stale, (self.args[0], self.key))
+
+
+def _rebuild_stale(message: str, key: str) -> StaleAskError:
+    return StaleAskError(message, key=key)

@@ -21,8 +21,13 @@ from typing import Protocol, runtime_checkable
 
 from polyloop._frozen import fast_frozen_init
 from polyloop._lease import LeaseHolder
+from polyloop.asking import (
+    UserAnswered,
+    UserAsked,
+)
 from polyloop.types import (
     ActionOutcome,
+    CallNotExecuted,
     Intent,
     Message,
     ModelCallResult,
@@ -55,6 +60,8 @@ __all__ = [
     "RunStore",
     "StoreClosing",
     "ToolCall",
+    "UserAsking",
+    "supports_user_asking",
 ]
 
 # ---------------------------------------------------------------------------
@@ -148,18 +155,30 @@ class ParsedReply:
     #: parser may drop what follows the first code block (models often invent its output).
     history_text: str
     decision: Decision
+    #: The reply's tool calls that this step will not execute, in the model's order: every call
+    #: after the first (a step executes one action; design 0045). The loop records them in
+    #: ``StepRecord.calls_not_executed``, names them to the model after the observation, and
+    #: emits ``CALLS_NOT_EXECUTED``. Added after the seed; a parser that reads one call per
+    #: reply leaves it empty.
+    calls_not_executed: tuple[CallNotExecuted, ...] = ()
 
 
 @fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class RunLog:
-    """A whole run log as read back. ``RunLog()`` is the log of a run never written."""
+    """A whole run log as read back. ``RunLog()`` is the log of a run never written.
+
+    ``asks`` and ``answers`` (design 0037) hold the records of a run that asked a person; they
+    are empty for every other run, and a store without :class:`UserAsking` never fills them.
+    """
 
     started: RunStarted | None = None
     intents: tuple[Intent, ...] = ()
     model_results: tuple[ModelCallResult, ...] = ()
     steps: tuple[StepCompleted, ...] = ()
     finished: RunFinished | None = None
+    asks: tuple[UserAsked, ...] = ()
+    answers: tuple[UserAnswered, ...] = ()
 
 
 _NO_ENTRIES: Mapping[str, tuple[str, ...]] = MappingProxyType({})
@@ -171,8 +190,14 @@ class EventKind(StrEnum):
 
     RUN_STARTED = "run_started"
     STEP_STARTED = "step_started"
+    #: Emitted just before ``STEP_COMPLETED`` by a step whose reply carried tool calls it did
+    #: not execute; ``step`` is the record, which names them (design 0045).
+    CALLS_NOT_EXECUTED = "calls_not_executed"
     STEP_COMPLETED = "step_completed"
     RUN_FINISHED = "run_finished"
+    #: The run waits for a person: its ask is recorded and the lease is given back. Last
+    #: event of that invocation (no ``RUN_FINISHED`` follows: the run has not stopped).
+    RUN_PARKED = "run_parked"
 
 
 @fast_frozen_init
@@ -192,7 +217,7 @@ class Event:
     resumed: bool = False
     #: ``RUN_STARTED`` only: the injection entry ids by channel, in prompt order.
     injection_entry_ids: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: _NO_ENTRIES)
-    #: ``STEP_COMPLETED`` only: the record just written.
+    #: ``STEP_COMPLETED`` and ``CALLS_NOT_EXECUTED`` only: the record just written.
     step: StepRecord | None = None
     #: ``RUN_FINISHED`` only: the result just written.
     result: RunResult | None = None
@@ -210,6 +235,8 @@ class Event:
     #: ``finish_reason`` and ``usage``, or the failure); ``None`` for a step built without one
     #: (an older emitter). Added by design 0050.
     model_result: ModelCallResult | None = None
+    #: ``RUN_PARKED`` only: the ask the run waits on (design 0037).
+    ask: UserAsked | None = None
 
     def __reduce__(self) -> tuple[type[Event], tuple[object, ...]]:
         # ``injection_entry_ids`` is a read-only view, which cannot be pickled or deep-copied;
@@ -228,6 +255,7 @@ class Event:
                 self.resume_move,
                 self.intent_in_doubt,
                 self.model_result,
+                self.ask,
             ),
         )
 
@@ -604,3 +632,37 @@ class StoreClosing(Protocol):
         Calling it again, or after ``close``, does nothing.
         """
         ...
+
+
+@runtime_checkable
+class UserAsking(Protocol):
+    """Optional RunStore capability: the two records of a run that asks a person (design 0037).
+
+    A gated run (a tool that ``requires_approval`` or ``asks_user``, or an approval policy on
+    the request) is refused at start on a store without it; every other run never writes
+    these records. Both writes follow every rule of the other writes (durable before they
+    return, prefix durability, never aliasing), and ``read_log`` returns them in
+    :attr:`RunLog.asks` and :attr:`RunLog.answers`, in write order.
+    """
+
+    async def write_user_asked(self, record: UserAsked) -> None:
+        """Record that step ``record.step`` waits for a person, before any action intent of it.
+
+        Raises :class:`polyloop.errors.DuplicateRecordError` for a second ``UserAsked`` of
+        the same step in the run, keeping the log as it was.
+        """
+        ...
+
+    async def write_user_answered(self, record: UserAnswered) -> None:
+        """Record a person's decision on the ask of step ``record.step``.
+
+        At most once per ask: raises :class:`polyloop.errors.DuplicateRecordError` for a second
+        ``UserAnswered`` of the same step, keeping the first. When two deciders race past every
+        other check, this refusal decides which one wins: the storage decides, atomically.
+        """
+        ...
+
+
+def supports_user_asking(store: object) -> bool:
+    """Whether ``store`` can hold the records of a run that asks a person (:class:`UserAsking`)."""
+    return isinstance(store, UserAsking)

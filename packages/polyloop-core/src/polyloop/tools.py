@@ -80,6 +80,12 @@ class ToolSpec:
     replay_policy: ReplayPolicy = ReplayPolicy.NEVER
     #: A successful execution of this tool means the run's goal is reached.
     completes_run: bool = False
+    #: A call of this tool waits for a person's approval before its action intent (design
+    #: 0037); the run must be driven with ``run_or_park``/``resume_or_park``.
+    requires_approval: bool = False
+    #: A call of this tool is a question to the user: the run parks with its ``question``
+    #: argument, the executor is never called, and the answer is the step's observation.
+    asks_user: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -96,6 +102,17 @@ class ToolSpec:
                 f"ToolSpec {self.name!r}: replay_policy must be a ReplayPolicy, got "
                 f"{self.replay_policy!r}."
             )
+        for flag in ("completes_run", "requires_approval", "asks_user"):
+            if not isinstance(getattr(self, flag), bool):
+                raise ConfigurationError(
+                    f"ToolSpec {self.name!r}: {flag} must be a bool, got {getattr(self, flag)!r}."
+                )
+        if self.asks_user and (self.requires_approval or self.completes_run):
+            raise ConfigurationError(
+                f"ToolSpec {self.name!r}: a tool that asks_user is answered by a person and "
+                "never executed, so it can neither require approval nor complete the run; "
+                "drop requires_approval/completes_run."
+            )
         object.__setattr__(self, "parameters", MappingProxyType(_copy_schema(self.parameters)))
 
     def __reduce__(self) -> tuple[type[ToolSpec], tuple[object, ...]]:
@@ -108,6 +125,8 @@ class ToolSpec:
                 _copy_schema(self.parameters),
                 self.replay_policy,
                 self.completes_run,
+                self.requires_approval,
+                self.asks_user,
             ),
         )
 

@@ -35,6 +35,7 @@ __all__ = [
     "ActionOutcome",
     "ActionStatus",
     "Budget",
+    "CallNotExecuted",
     "ContentBlock",
     "Context",
     "Injection",
@@ -103,11 +104,17 @@ def _frozen_str_mapping(owner: str, field: str, value: Mapping[str, str]) -> Map
 
 
 class Role(StrEnum):
-    """Who speaks a message. Observations go back to the model as ``USER`` messages."""
+    """Who speaks a message. Observations go back to the model as ``USER`` messages.
+
+    ``TOOL`` was added after the seed (design 0046): in a run whose tools go to the model
+    natively (``RunRequest.native_tools``), the observation of a step that made a tool call goes
+    back as a ``TOOL`` message answering the assistant's call (see :class:`Message`).
+    """
 
     SYSTEM = "system"
     USER = "user"
     ASSISTANT = "assistant"
+    TOOL = "tool"
 
 
 @fast_frozen_init
@@ -125,16 +132,38 @@ ContentBlock = TextBlock
 @fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class Message:
-    """One message of a prompt."""
+    """One message of a prompt.
+
+    ``tool_call_id`` (added after the seed, design 0046) pairs a native tool call with its
+    result: on an ``ASSISTANT`` message it says the message is a tool call — its text is the
+    assistant's text followed by exactly one call in the canonical text form of
+    ``polyloop.adapters.tool_calls`` — and names that call; on a ``TOOL`` message (where it is
+    required) it names the call whose result the message is. ``SYSTEM`` and ``USER`` messages
+    have none.
+    """
 
     role: Role
     content: tuple[ContentBlock, ...]
+    tool_call_id: str | None = None
 
     def __post_init__(self) -> None:
         if type(self.content) is not tuple and not isinstance(self.content, tuple):
             raise ConfigurationError(
                 f"Message.content must be a tuple of TextBlock, got {type(self.content).__name__}; "
                 "wrap the blocks in tuple(...)."
+            )
+        if self.tool_call_id is None and self.role is not Role.TOOL:
+            return
+        if not isinstance(self.tool_call_id, str) or not self.tool_call_id:
+            raise ConfigurationError(
+                f"Message.tool_call_id of a {str(self.role)!r} message must be a non-empty "
+                f"string{'' if self.role is Role.TOOL else ' or None'}, got "
+                f"{self.tool_call_id!r}; a tool message answers the call it names."
+            )
+        if self.role not in (Role.ASSISTANT, Role.TOOL):
+            raise ConfigurationError(
+                f"Message.tool_call_id is set on a {str(self.role)!r} message; only an "
+                "assistant's tool call and a tool's result carry one."
             )
 
 
@@ -358,11 +387,28 @@ class Budget:
 
 @fast_frozen_init
 @dataclass(frozen=True, slots=True)
+class CallNotExecuted:
+    """A tool call the model made in a reply but the step did not execute (design 0045).
+
+    A step executes one action; a reply carrying several calls has its first one executed and
+    the rest recorded as these, in the order the model made them.
+    """
+
+    tool_name: str
+    #: Canonical JSON of the arguments (sorted keys, no spaces), or the raw text the model sent
+    #: when it was not a JSON object.
+    tool_arguments: str
+
+
+@fast_frozen_init
+@dataclass(frozen=True, slots=True)
 class StepRecord:
     """One row of a trajectory: what happened in one step.
 
-    The first thirteen fields keep dissect's names and meaning verbatim; the last five are new
-    and have defaults, so an old thirteen-field row can still be built in code.
+    The first thirteen fields keep dissect's names and meaning verbatim; the next five are new
+    and have defaults, so an old thirteen-field row can still be built in code; the ones after
+    ``schema_version`` were added after schema 1.0 and are left out of the encoding while they
+    hold their default.
     """
 
     step_idx: int
@@ -390,6 +436,12 @@ class StepRecord:
     action_status: ActionStatus | None = None
     env_reported_completion: bool = False
     schema_version: int = CURRENT_SCHEMA_VERSION
+    #: The reply's tool calls after the one this step executed, none of them executed (design
+    #: 0045). The model saw them named after the observation; the encoders leave the field out
+    #: while it is empty, so logs of replies with at most one call are what they were.
+    calls_not_executed: tuple[CallNotExecuted, ...] = field(
+        default=(), metadata={"optional_on_read": True}
+    )
 
     def __post_init__(self) -> None:
         # One cheap expression for the common case; the detailed checks only run (and say
@@ -411,8 +463,16 @@ class StepRecord:
             and (self.action_status is None or type(self.action_status) is ActionStatus)
             and type(self.schema_version) is int
             and self.schema_version >= 1
+            and type(self.calls_not_executed) is tuple
         ):
             return
+        if not isinstance(self.calls_not_executed, tuple) or not all(
+            isinstance(call, CallNotExecuted) for call in self.calls_not_executed
+        ):
+            raise ConfigurationError(
+                "StepRecord.calls_not_executed must be a tuple of CallNotExecuted, got "
+                f"{self.calls_not_executed!r}."
+            )
         for name in (
             "step_idx",
             "content_chars",
@@ -554,8 +614,15 @@ class StepCompleted:
     result_id: str | None
     action_outcome: ActionOutcome | None
     step: StepRecord
+    #: The call of this step that ``resume`` made again because a crash had left it in doubt:
+    #: ``MODEL_CALL`` (the model was called again) or ``ACTION`` (the action was executed
+    #: again, its replay policy being ``safe``); ``None`` when nothing was made twice. Added
+    #: after schema 1.0 (design 0048): a stored record without it reads back ``None``.
+    replayed_on_resume: IntentKind | None = field(default=None, metadata={"optional_on_read": True})
 
     def __post_init__(self) -> None:
+        if self.replayed_on_resume is not None:
+            self._check_replay()
         if (self.result_id is None) != (self.action_outcome is None):
             raise ConfigurationError(
                 f"StepCompleted for step {self.step.step_idx} of run {self.run_id!r} has "
@@ -565,6 +632,19 @@ class StepCompleted:
             )
         if self.result_id == "":
             raise ConfigurationError("StepCompleted.result_id is empty; use None for no action.")
+
+    def _check_replay(self) -> None:
+        replayed = self.replayed_on_resume
+        if not isinstance(replayed, IntentKind):
+            raise ConfigurationError(
+                f"StepCompleted.replayed_on_resume must be an IntentKind or None, got {replayed!r}."
+            )
+        if replayed is IntentKind.ACTION and self.result_id is None:
+            raise ConfigurationError(
+                f"StepCompleted for step {self.step.step_idx} of run {self.run_id!r} says its "
+                "action was replayed on resume but records no action; leave replayed_on_resume "
+                "None, or set result_id and action_outcome."
+            )
 
 
 @fast_frozen_init

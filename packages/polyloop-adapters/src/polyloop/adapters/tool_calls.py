@@ -32,7 +32,8 @@ from dataclasses import dataclass
 from typing import Final
 
 from polyloop.ports import Action, FinalAnswer, InvalidDecision, ParsedReply, ToolCall
-from polyloop.types import ModelReply
+from polyloop.tools import canonical_arguments
+from polyloop.types import CallNotExecuted, ModelReply
 
 __all__ = [
     "TOOL_CALL_CLOSE",
@@ -143,13 +144,20 @@ def _object_arguments(arguments: Mapping[str, object] | str) -> Mapping[str, obj
     return decoded if isinstance(decoded, dict) else None
 
 
+def _not_executed(call: ReplyToolCall) -> CallNotExecuted:
+    arguments = _object_arguments(call.arguments)
+    text = canonical_arguments(arguments) if arguments is not None else str(call.arguments)
+    return CallNotExecuted(call.name, text)
+
+
 class ToolCallReplyParser:
     """A :class:`~polyloop.ports.DecisionParser` for replies holding tool-call blocks.
 
     - The first well-formed call becomes ``Action(text=<its JSON line>, tool_call=...)``. One
-      action runs per step, so ``history_text`` is the text and that one call in canonical form:
-      later calls of the same reply are not executed and not shown back as if they were (the
-      whole reply stays in the run log's ``ModelCallResult``).
+      action runs per step, so ``history_text`` is the text and that one call in canonical form;
+      the later calls of the same reply are not executed: they go into
+      ``ParsedReply.calls_not_executed``, so the step records them and the model is told which
+      they were (design 0045; the whole reply stays in the run log's ``ModelCallResult``).
     - A block that is not well formed, or arguments that are not a JSON object, become an
       :class:`~polyloop.ports.InvalidDecision` that says what to write instead.
     - A reply without any block is a :class:`~polyloop.ports.FinalAnswer` (its stripped text),
@@ -178,6 +186,7 @@ class ToolCallReplyParser:
             )
         first = found.calls[0]
         history = render_tool_calls(found.content, [first])
+        rest = tuple(_not_executed(call) for call in found.calls[1:])
         arguments = _object_arguments(first.arguments)
         if arguments is None:
             return ParsedReply(
@@ -186,10 +195,13 @@ class ToolCallReplyParser:
                     f"The arguments of your call of {first.name!r} are not a JSON object: "
                     f"{str(first.arguments)[:200]!r}. Send them as one JSON object."
                 ),
+                rest,
             )
         call = ReplyToolCall(first.name, arguments)
         return ParsedReply(
-            history, Action(text=render_tool_call(call), tool_call=ToolCall(first.name, arguments))
+            history,
+            Action(text=render_tool_call(call), tool_call=ToolCall(first.name, arguments)),
+            rest,
         )
 
     def parameters(self) -> Mapping[str, str]:

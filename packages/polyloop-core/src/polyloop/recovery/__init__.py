@@ -11,11 +11,20 @@ show what ``resume`` would do, without calling any seam) and any downstream tool
   finished log may name, and what a run's parameter snapshot says about them.
 - :func:`plan_resume`: the four-state table applied to the tail of a valid log.
 - :func:`model_result_id` / :func:`action_result_id`: the ids the loop allocates.
+- :func:`run_status`, :func:`pending_ask` and :data:`STATUS_OF_STOP_REASON`: a host's status
+  words (seed 002) and the ask a parked run waits on (designs 0037, 0038).
 """
 
 from __future__ import annotations
 
 from polyloop.recovery._result_ids import action_result_id, model_result_id
+from polyloop.recovery._status import (
+    STATUS_OF_STOP_REASON,
+    RunStatus,
+    answer_to,
+    pending_ask,
+    run_status,
+)
 from polyloop.recovery._stops import (
     PARSE_FAILURE_LIMIT_KEY,
     SnapshotFacts,
@@ -32,16 +41,21 @@ from polyloop.recovery._write_order import WriteOrderCheck
 
 __all__ = [
     "PARSE_FAILURE_LIMIT_KEY",
+    "STATUS_OF_STOP_REASON",
     "ResumeMove",
     "ResumePlan",
+    "RunStatus",
     "SnapshotFacts",
     "TailState",
     "WriteOrderCheck",
     "action_result_id",
+    "answer_to",
     "budget_stop",
     "is_parse_failure",
     "model_result_id",
+    "pending_ask",
     "plan_resume",
+    "run_status",
     "snapshot_facts",
     "stop_after_step",
     "stop_reasons_allowed",

@@ -35,6 +35,9 @@ _TOOL_NAMES_KEY = "request.tools"
 _TOOL_PREFIX = "request.tools."
 _COMPLETES_RUN_SUFFIX = ".completes_run"
 _REPLAY_POLICY_SUFFIX = ".replay_policy"
+_REQUIRES_APPROVAL_SUFFIX = ".requires_approval"
+_ASKS_USER_SUFFIX = ".asks_user"
+_REJECTED_TEMPLATE_KEY = "approval.rejected_template"
 _POLICIES = {policy.value: policy for policy in ReplayPolicy}
 
 
@@ -60,6 +63,12 @@ class SnapshotFacts:
     tool_replay_policies: Mapping[str, ReplayPolicy] = field(
         default_factory=lambda: MappingProxyType({})
     )
+    #: The tools marked ``requires_approval`` (design 0037).
+    approval_tools: frozenset[str] = frozenset()
+    #: The tools marked ``asks_user``.
+    question_tools: frozenset[str] = frozenset()
+    #: ``RunRequest.rejected_template`` of a gated run.
+    rejected_template: str | None = None
 
 
 def _count(snapshot: Mapping[str, str], key: str) -> int | None:
@@ -70,6 +79,8 @@ def _count(snapshot: Mapping[str, str], key: str) -> int | None:
 def snapshot_facts(snapshot: Mapping[str, str]) -> SnapshotFacts:
     """Read :class:`SnapshotFacts` from a parameter snapshot (``RunStarted.parameter_snapshot``)."""
     completing: set[str] = set()
+    approval: set[str] = set()
+    questions: set[str] = set()
     policies: dict[str, ReplayPolicy] = {}
     says_tools = _TOOL_NAMES_KEY in snapshot
     for key, value in snapshot.items():
@@ -81,6 +92,10 @@ def snapshot_facts(snapshot: Mapping[str, str]) -> SnapshotFacts:
                 completing.add(key[len(_TOOL_PREFIX) : -len(_COMPLETES_RUN_SUFFIX)])
         elif key.endswith(_REPLAY_POLICY_SUFFIX) and value in _POLICIES:
             policies[key[len(_TOOL_PREFIX) : -len(_REPLAY_POLICY_SUFFIX)]] = _POLICIES[value]
+        elif key.endswith(_REQUIRES_APPROVAL_SUFFIX) and value == "true":
+            approval.add(key[len(_TOOL_PREFIX) : -len(_REQUIRES_APPROVAL_SUFFIX)])
+        elif key.endswith(_ASKS_USER_SUFFIX) and value == "true":
+            questions.add(key[len(_TOOL_PREFIX) : -len(_ASKS_USER_SUFFIX)])
     return SnapshotFacts(
         max_consecutive_parse_failures=_count(snapshot, PARSE_FAILURE_LIMIT_KEY),
         completing_tools=frozenset(completing) if says_tools else None,
@@ -88,6 +103,9 @@ def snapshot_facts(snapshot: Mapping[str, str]) -> SnapshotFacts:
         max_actions=_count(snapshot, _MAX_ACTIONS_KEY),
         model_replay_policy=_POLICIES.get(snapshot.get(_MODEL_REPLAY_POLICY_KEY, "")),
         tool_replay_policies=MappingProxyType(policies),
+        approval_tools=frozenset(approval),
+        question_tools=frozenset(questions),
+        rejected_template=snapshot.get(_REJECTED_TEMPLATE_KEY),
     )
 
 

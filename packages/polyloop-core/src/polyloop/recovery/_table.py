@@ -7,12 +7,23 @@ Nothing here calls a seam: the replay policies come from the intents themselves,
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
+from polyloop.asking import (
+    UserAnswered,
+    UserAsked,
+)
 from polyloop.ports import RunLog
+from polyloop.recovery._status import answer_to
 from polyloop.recovery._stops import stop_after_step, trailing_parse_failures
-from polyloop.types import Intent, IntentKind, ModelCallResult, ReplayPolicy, StopReason
+from polyloop.types import (
+    Intent,
+    IntentKind,
+    ModelCallResult,
+    ReplayPolicy,
+    StopReason,
+)
 
 __all__ = ["ResumeMove", "ResumePlan", "TailState", "plan_resume"]
 
@@ -32,6 +43,10 @@ class TailState(StrEnum):
     MODEL_RESULT_RECORDED = "model_result_recorded"
     #: The next step's action intent has no ``StepCompleted``: the action's state is unknown.
     ACTION_IN_DOUBT = "action_in_doubt"
+    #: The next step's ``UserAsked`` has no decision: the run is parked (design 0037).
+    ASK_PENDING = "ask_pending"
+    #: The next step's ask is decided, and nothing of the decision is carried out yet.
+    ASK_DECIDED = "ask_decided"
 
 
 class ResumeMove(StrEnum):
@@ -44,6 +59,11 @@ class ResumeMove(StrEnum):
     REUSE_MODEL_RESULT = "reuse_model_result"
     EXECUTE_ACTION_AGAIN = "execute_action_again"
     STOP_STATE_UNKNOWN = "stop_state_unknown"
+    #: Park again (or ask in-process): nothing is written, no seam is called.
+    WAIT_FOR_DECISION = "wait_for_decision"
+    #: Carry the recorded decision out: the approved action's intent and execution, or the
+    #: step of a rejection or an answer.
+    APPLY_DECISION = "apply_decision"
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +82,10 @@ class ResumePlan:
     model_result: ModelCallResult | None
     #: One sentence saying why.
     reason: str
+    #: The next step's ``UserAsked``, when it has one.
+    ask: UserAsked | None = None
+    #: The decision on it, when one is recorded.
+    answer: UserAnswered | None = None
 
 
 def _in_doubt(
@@ -165,6 +189,35 @@ def plan_resume(
             ResumeMove.CALL_MODEL_AGAIN,
             None,
         )
+    ask = log.asks[-1] if log.asks and log.asks[-1].step == next_step else None
+    answer = None if ask is None else answer_to(log, ask)
+    if ask is not None and action_intent is None:
+        if answer is None:
+            what = "approval of" if ask.question is None else "answer to"
+            return ResumePlan(
+                TailState.ASK_PENDING,
+                ResumeMove.WAIT_FOR_DECISION,
+                next_step,
+                None,
+                None,
+                model_result,
+                f"Step {next_step} waits for a person's {what} its action; resume parks again "
+                "until the decision is recorded (approve, edit, reject or answer).",
+                ask,
+                None,
+            )
+        return ResumePlan(
+            TailState.ASK_DECIDED,
+            ResumeMove.APPLY_DECISION,
+            next_step,
+            None,
+            None,
+            model_result,
+            f"The ask of step {next_step} is decided ({answer.verdict.value}); resume carries "
+            "the decision out.",
+            ask,
+            answer,
+        )
     if action_intent is None:
         return ResumePlan(
             TailState.MODEL_RESULT_RECORDED,
@@ -176,10 +229,11 @@ def plan_resume(
             f"The model result of step {next_step} is recorded; resume reuses it without calling "
             "the model and interprets it again.",
         )
-    return _in_doubt(
+    plan = _in_doubt(
         TailState.ACTION_IN_DOUBT,
         action_intent,
         next_step,
         ResumeMove.EXECUTE_ACTION_AGAIN,
         model_result,
     )
+    return plan if ask is None else replace(plan, ask=ask, answer=answer)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from polyloop.errors import CorruptLogError
 from polyloop.ports import RunLog
+from polyloop.recovery._ask_rules import check_asks
 from polyloop.recovery._result_ids import action_result_id, model_result_id
 from polyloop.recovery._stops import (
     SnapshotFacts,
@@ -83,11 +84,14 @@ def validate_log(log: RunLog, run_id: str) -> None:
     call's intent and result; an action intent of a recorded step is settled by that step, and
     follows a reply; no step begins after a step that ended the run; an intent's replay policy
     is the one the snapshot gives it; a finished log's result carries the
-    recorded steps, and a stop reason the records allow (:func:`stop_reasons_allowed`).
+    recorded steps, and a stop reason the records allow (:func:`stop_reasons_allowed`); the
+    records of asking a person follow their own rules (``_ask_rules.check_asks``: no decision
+    without its ask, one decision per ask, no action intent of a gated action without an
+    approval, every decided step carries its decision out).
     """
     started = log.started
     if started is None:
-        if log.intents or log.model_results or log.steps or log.finished:
+        if log.intents or log.model_results or log.steps or log.finished or log.asks or log.answers:
             raise _corrupt(run_id, "the log", "it has records but no RunStarted")
         return
     if started.run_id != run_id:
@@ -101,6 +105,15 @@ def validate_log(log: RunLog, run_id: str) -> None:
     _check_results(log, run_id, index)
     for position, completed in enumerate(log.steps):
         _check_step(log, run_id, index, position, completed)
+    check_asks(
+        log,
+        run_id,
+        index.facts,
+        index.model_intents,
+        index.action_intents,
+        index.results_by_id,
+        _corrupt,
+    )
     _check_tail(log, run_id, index)
     if log.finished is not None:
         _check_finished(log, run_id, index, log.finished)

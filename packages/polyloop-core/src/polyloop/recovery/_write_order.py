@@ -5,14 +5,18 @@ is not in it; a store that keeps that order (a file's lines, a table's sequence 
 its records, in that order, to a :class:`WriteOrderCheck` while it reads.
 
 The loop writes a run's records in one fixed order: ``RunStarted``; per step ``k`` its
-model-call intent, the model result, its action intent (if any), ``StepCompleted``; and
-``RunFinished`` last. A record may be missing (a crash, or a rule :func:`validate_log` reports),
+model-call intent, the model result, its ``UserAsked`` and ``UserAnswered`` (a gated action
+only), its action intent (if any), ``StepCompleted``; and ``RunFinished`` last. A record may be missing (a crash, or a rule :func:`validate_log` reports),
 but none can stand before a record the loop writes earlier: each record has a rank in that
 order, and the ranks of a log read in storage order only grow.
 """
 
 from __future__ import annotations
 
+from polyloop.asking import (
+    UserAnswered,
+    UserAsked,
+)
 from polyloop.errors import CorruptLogError
 from polyloop.serialization import LogRecord
 from polyloop.types import (
@@ -25,8 +29,9 @@ from polyloop.types import (
 
 __all__ = ["WriteOrderCheck"]
 
-# The rank of a step's records is 4 * step + phase; RunStarted ranks below every step's.
-_MODEL_INTENT, _MODEL_RESULT, _ACTION_INTENT, _STEP = 0, 1, 2, 3
+# The rank of a step's records is _PHASES * step + phase; RunStarted ranks below every step's.
+_MODEL_INTENT, _MODEL_RESULT, _ASKED, _ANSWERED, _ACTION_INTENT, _STEP = range(6)
+_PHASES = 6
 _STARTED_RANK = -1
 _MODEL_CALL = IntentKind.MODEL_CALL
 _FINISHED_RANK = float("inf")
@@ -40,6 +45,8 @@ def _describe(record: LogRecord) -> str:
         return f"the ModelCallResult {record.result_id!r}"
     if isinstance(record, StepCompleted):
         return f"the StepCompleted of step {record.step.step_idx}"
+    if isinstance(record, UserAsked | UserAnswered):
+        return f"the {type(record).__name__} of step {record.step}"
     return type(record).__name__
 
 
@@ -69,13 +76,13 @@ class WriteOrderCheck:
         :class:`CorruptLogError` naming it if the loop cannot have written it there."""
         # ``type(...) is``, not isinstance: records are final classes, and this runs per record.
         if type(record) is StepCompleted:
-            rank: float = 4 * record.step.step_idx + _STEP
+            rank: float = _PHASES * record.step.step_idx + _STEP
         elif type(record) is Intent:
             if record.kind is _MODEL_CALL:
-                rank = 4 * record.call_index + _MODEL_INTENT
+                rank = _PHASES * record.call_index + _MODEL_INTENT
                 self._latest_model_intent = record
             else:
-                rank = 4 * record.call_index + _ACTION_INTENT
+                rank = _PHASES * record.call_index + _ACTION_INTENT
         elif type(record) is ModelCallResult:
             announced = self._latest_model_intent
             if announced is None or announced.result_id != record.result_id:
@@ -86,9 +93,13 @@ class WriteOrderCheck:
                     "does not follow its model-call intent; the loop writes a model result "
                     "right after its intent",
                 )
-            rank = 4 * announced.call_index + _MODEL_RESULT
+            rank = _PHASES * announced.call_index + _MODEL_RESULT
         elif type(record) is RunStarted:
             rank = _STARTED_RANK
+        elif type(record) is UserAsked:
+            rank = _PHASES * record.step + _ASKED
+        elif type(record) is UserAnswered:
+            rank = _PHASES * record.step + _ANSWERED
         else:
             rank = _FINISHED_RANK
         if rank <= self._highest:

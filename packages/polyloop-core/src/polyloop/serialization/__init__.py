@@ -2,7 +2,7 @@
 
 ``to_dict``/``from_dict`` map a record to plain JSON objects and back; ``dumps``/``loads`` add
 the JSON text. Log records travel tagged (``dumps_log_record``/``loads_log_record``) so a store
-can keep the five kinds in one stream.
+can keep every kind in one stream.
 
 Decoding is strict: a payload must carry every field of its type and no other, with the right
 JSON type. ``RunStarted``, ``StepRecord`` and ``RunResult`` must carry ``schema_version`` equal

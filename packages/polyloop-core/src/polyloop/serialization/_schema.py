@@ -17,6 +17,10 @@ from collections.abc import Callable, Mapping
 from enum import Enum, StrEnum
 from typing import Any, TypeVar
 
+from polyloop.asking import (
+    UserAnswered,
+    UserAsked,
+)
 from polyloop.errors import SerializationError
 from polyloop.types import (
     ActionOutcome,
@@ -57,7 +61,9 @@ READABLE_SCHEMA_VERSIONS = frozenset({1})
 #: :class:`StoredField`). Spelled out, not imported, where a record declares it.
 OPTIONAL_ON_READ = "optional_on_read"
 
-LogRecord = RunStarted | Intent | ModelCallResult | StepCompleted | RunFinished
+LogRecord = (
+    RunStarted | Intent | ModelCallResult | StepCompleted | RunFinished | UserAsked | UserAnswered
+)
 
 #: The tag each log record kind carries in a tagged payload.
 LOG_RECORD_TYPES: Mapping[str, type[LogRecord]] = {
@@ -66,6 +72,9 @@ LOG_RECORD_TYPES: Mapping[str, type[LogRecord]] = {
     "model_call_result": ModelCallResult,
     "step_completed": StepCompleted,
     "run_finished": RunFinished,
+    # Written only by runs that ask a person (design 0037): no log of an ungated run holds one.
+    "user_asked": UserAsked,
+    "user_answered": UserAnswered,
 }
 _TAG_OF: Mapping[type[object], str] = {cls: tag for tag, cls in LOG_RECORD_TYPES.items()}
 
@@ -80,6 +89,8 @@ Encodable = (
     | ActionOutcome
     | ModelReply
     | Budget
+    | UserAsked
+    | UserAnswered
 )
 T = TypeVar("T", bound=Encodable)
 
@@ -95,6 +106,8 @@ ENCODABLE_TYPES: tuple[type[Encodable], ...] = (
     ActionOutcome,
     ModelReply,
     Budget,
+    UserAsked,
+    UserAnswered,
 )
 
 

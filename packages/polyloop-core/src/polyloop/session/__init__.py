@@ -1,4 +1,6 @@
-"""Assembly and the governed loop: ``AgentDefinition``, ``RunRequest``, ``run`` and ``resume``.
+"""Assembly and the governed loop: ``AgentDefinition``, ``RunRequest``, ``run`` and ``resume``;
+for runs that may wait for a person, ``run_or_park``/``resume_or_park`` and the decisions
+(``approve``, ``edit``, ``reject``, ``answer``; design 0037).
 
 It also re-exports, for imports written before they moved, eight names of
 :mod:`polyloop.recovery`, where they live and where new code imports them from: ``validate_log``
@@ -17,6 +19,15 @@ from polyloop.recovery import (
     stop_after_step,
     validate_log,
 )
+from polyloop.session._deciding import (
+    AskHandler,
+    UserDecision,
+    answer,
+    approve,
+    edit,
+    read_pending_ask,
+    reject,
+)
 from polyloop.session._definition import (
     OBSERVATION_TOKEN,
     TOOLS_TOKEN,
@@ -24,24 +35,37 @@ from polyloop.session._definition import (
     RunRequest,
     merge_snapshots,
 )
-from polyloop.session._loop import DEFAULT_EVENT_TIMEOUT_SECONDS, run, run_snapshot
-from polyloop.session._resume import resume
+from polyloop.session._gates import DEFAULT_REJECTED_TEMPLATE, REASON_TOKEN, ApprovalPolicy
+from polyloop.session._loop import DEFAULT_EVENT_TIMEOUT_SECONDS, run, run_or_park, run_snapshot
+from polyloop.session._resume import resume, resume_or_park
 
 __all__ = [
     "DEFAULT_EVENT_TIMEOUT_SECONDS",
+    "DEFAULT_REJECTED_TEMPLATE",
     "OBSERVATION_TOKEN",
+    "REASON_TOKEN",
     "TOOLS_TOKEN",
     "AgentDefinition",
+    "ApprovalPolicy",
+    "AskHandler",
     "ResumeMove",
     "ResumePlan",
     "RunRequest",
     "TailState",
+    "UserDecision",
     "action_result_id",
+    "answer",
+    "approve",
+    "edit",
     "merge_snapshots",
     "model_result_id",
     "plan_resume",
+    "read_pending_ask",
+    "reject",
     "resume",
+    "resume_or_park",
     "run",
+    "run_or_park",
     "run_snapshot",
     "stop_after_step",
     "validate_log",

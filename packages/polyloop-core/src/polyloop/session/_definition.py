@@ -197,7 +197,7 @@ class RunRequest:
     """Everything specific to one run. Construction is cheap: no I/O, no hashing, no network.
 
     Checks made here: both templates carry their token (the tool-section one only when there
-    are tools), the budget and replay policy have the right types, and an executor derived from
+    are tools that do not go natively), the budget and replay policy have the right types, and an executor derived from
     a registry comes from the very ``tools`` object this request carries.
     """
 
@@ -220,6 +220,13 @@ class RunRequest:
     tool_section_template: str
     #: Seconds allowed, after cancellation, for writing the ``cancelled`` finish record.
     cancel_grace_seconds: float
+    #: The tools go to the model natively (the model client sends ``ModelCall.tools``; added
+    #: after the seed, design 0046). ``tool_section_template`` then need not contain
+    #: ``{tools}`` (the schema text is left out of the prompt unless the template asks for it;
+    #: an empty template adds no message), and a step that made a tool call goes back into
+    #: history as an assistant tool-call message and a ``TOOL`` message with the same
+    #: ``tool_call_id``. In the snapshot only when set.
+    native_tools: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.run_id, str):
@@ -272,10 +279,16 @@ class RunRequest:
             )
         if not isinstance(self.tool_section_template, str):
             raise ConfigurationError("RunRequest.tool_section_template must be a string.")
-        if self.tools and TOOLS_TOKEN not in self.tool_section_template:
+        if not isinstance(self.native_tools, bool):
+            raise ConfigurationError(
+                f"RunRequest.native_tools must be True or False, got {self.native_tools!r}."
+            )
+        if self.tools and not self.native_tools and TOOLS_TOKEN not in self.tool_section_template:
             raise ConfigurationError(
                 f"RunRequest.tool_section_template must contain the token {TOOLS_TOKEN!r} when "
-                f"tools are given; got {self.tool_section_template!r}."
+                f"tools are given; got {self.tool_section_template!r}. If the model client sends "
+                "the tools natively, pass native_tools=True (the template may then leave the "
+                "schema out)."
             )
         grace = self.cancel_grace_seconds
         if (
@@ -292,7 +305,8 @@ class RunRequest:
         """This request's parameters (``request.``) plus its executor's (``action_executor.``).
 
         Each tool contributes its replay policy, its ``completes_run`` flag and SHA-256 digests
-        of its JSON Schema (canonical JSON) and description.
+        of its JSON Schema (canonical JSON) and description, and ``requires_approval`` /
+        ``asks_user`` only when set (design 0037).
         """
         budget = self.budget
         own: dict[str, str] = {
@@ -306,6 +320,8 @@ class RunRequest:
             "cancel_grace_seconds": repr(float(self.cancel_grace_seconds)),
             "tools": json.dumps(list(self.tools.names()), ensure_ascii=False),
         }
+        if self.native_tools:
+            own["native_tools"] = "true"  # only when set: snapshots recorded before stay valid
         for name in self.tools.names():
             spec = self.tools.spec_for(name)
             assert spec is not None
@@ -315,6 +331,11 @@ class RunRequest:
             # another schema could record a step that the log's own rules refuse.
             own[f"tools.{name}.schema_sha256"] = _sha256(canonical_arguments(spec.parameters))
             own[f"tools.{name}.description_sha256"] = _sha256(spec.description)
+            # Gating keys exist only when set: an ungated run's snapshot is what it always was.
+            if spec.requires_approval:
+                own[f"tools.{name}.requires_approval"] = "true"
+            if spec.asks_user:
+                own[f"tools.{name}.asks_user"] = "true"
         binding = {f"model_binding.{key}": value for key, value in self.model_binding.items()}
         return merge_snapshots(
             ("request.", own),

@@ -8,16 +8,24 @@ tell from the log alone what happened (see :mod:`polyloop.recovery`).
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import math
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
+from polyloop.asking import (
+    RunParked,
+    UserAnswered,
+    UserAsked,
+    Verdict,
+)
 from polyloop.errors import (
     ConfigurationError,
     PolyLoopError,
     RunAlreadyStartedError,
+    RunWouldParkError,
     ToolCallRejected,
 )
 from polyloop.ports import (
@@ -29,6 +37,8 @@ from polyloop.ports import (
     InvalidDecision,
     ModelCall,
     RunLog,
+    ToolCall,
+    UserAsking,
 )
 from polyloop.recovery import (
     action_result_id,
@@ -37,14 +47,18 @@ from polyloop.recovery import (
     stop_after_step,
     trailing_parse_failures,
 )
+from polyloop.session._deciding import AskHandler, UserDecision, decided, require_user_asking
 from polyloop.session._definition import AgentDefinition, RunRequest, merge_snapshots
 from polyloop.session._events import EventChannel
+from polyloop.session._gates import DEFAULT_REJECTED_TEMPLATE, REASON_TOKEN, ApprovalPolicy, Gates
 from polyloop.session._lease import check_lease_wait, release_run_lease, take_run_lease
 from polyloop.session._prompt import Prompt
 from polyloop.tools import canonical_arguments
 from polyloop.types import (
+    CURRENT_SCHEMA_VERSION,
     ActionOutcome,
     ActionStatus,
+    CallNotExecuted,
     Intent,
     IntentKind,
     ModelCallResult,
@@ -60,12 +74,16 @@ from polyloop.types import (
 
 __all__ = [
     "DEFAULT_EVENT_TIMEOUT_SECONDS",
+    "Asking",
     "Clock",
     "Driver",
+    "Parked",
     "check_options",
     "entry_ids",
     "leased",
+    "refuse_gated",
     "run",
+    "run_or_park",
     "run_snapshot",
 ]
 
@@ -77,11 +95,52 @@ DEFAULT_EVENT_TIMEOUT_SECONDS = 1.0
 Clock = Callable[[], float]
 
 
-def run_snapshot(definition: AgentDefinition, request: RunRequest) -> Mapping[str, str]:
-    """The parameter snapshot a run records in ``RunStarted``: definition and request merged."""
+def run_snapshot(
+    definition: AgentDefinition, request: RunRequest, gates: Gates | None = None
+) -> Mapping[str, str]:
+    """The parameter snapshot a run records in ``RunStarted``: definition and request merged,
+    and, for a gated run only, its gating keys under ``approval.`` (design 0037)."""
+    if gates is None:
+        return merge_snapshots(
+            ("", definition.parameter_snapshot()), ("", request.parameter_snapshot())
+        )
     return merge_snapshots(
-        ("", definition.parameter_snapshot()), ("", request.parameter_snapshot())
+        ("", definition.parameter_snapshot()),
+        ("", request.parameter_snapshot()),
+        ("approval.", gates.parameters()),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Asking:
+    """How one invocation asks a person: its gates (``None``: ungated) and its in-process
+    handler (``None``: park)."""
+
+    gates: Gates | None = None
+    ask_now: AskHandler | None = None
+
+    @classmethod
+    def of(
+        cls,
+        request: RunRequest,
+        definition: AgentDefinition,
+        approval_policy: ApprovalPolicy | None,
+        rejected_template: str,
+        ask_now: AskHandler | None,
+    ) -> Asking:
+        """Checked options of ``run_or_park``/``resume_or_park``; refuses a gated run on a
+        store without :class:`~polyloop.ports.UserAsking`."""
+        if ask_now is not None and not callable(ask_now):
+            raise ConfigurationError(
+                "ask_now must be an async callable (UserAsked) -> UserDecision | None."
+            )
+        gates = Gates.of(request.tools, approval_policy, rejected_template)
+        if gates is not None:
+            require_user_asking(definition.store, f"Run {request.run_id!r}")
+        return cls(gates, ask_now)
+
+
+_UNGATED = Asking()
 
 
 def check_options(clock: Clock, event_timeout_seconds: float, lease_wait_seconds: float) -> None:
@@ -99,6 +158,17 @@ def check_options(clock: Clock, event_timeout_seconds: float, lease_wait_seconds
         )
 
 
+@dataclass(frozen=True, slots=True)
+class Parked:
+    """What a step returns instead of a stop reason when it waits for a person."""
+
+    ask: UserAsked
+
+
+#: What a step ends with: a stop reason, ``None`` (the run goes on), or parking.
+StepEnd = StopReason | Parked | None
+
+
 @dataclass(slots=True)
 class _Head:
     """The fields of a step record known once the model reply is in."""
@@ -109,6 +179,8 @@ class _Head:
     thinking_chars: int
     prompt_chars: int
     call_id: str | None
+    #: The reply's calls after the one the step may execute (``ParsedReply.calls_not_executed``).
+    calls_not_executed: tuple[CallNotExecuted, ...] = ()
 
     def record(
         self,
@@ -144,6 +216,8 @@ class _Head:
             tool_arguments,
             action_status,
             env_reported_completion,
+            CURRENT_SCHEMA_VERSION,
+            self.calls_not_executed,
         )
 
 
@@ -156,6 +230,7 @@ class Driver:
         request: RunRequest,
         clock: Clock,
         event_timeout_seconds: float,
+        asking: Asking = _UNGATED,
     ) -> None:
         self.definition = definition
         self.request = request
@@ -169,6 +244,11 @@ class Driver:
         self.parse_failures_in_a_row = 0
         self.final_answer: str | None = None
         self.finish_written = False
+        #: The call ``resume`` is making again for the step it settles (recorded with it).
+        self.replaying: IntentKind | None = None
+        #: ``None`` for an ungated request: the loop then never asks (design 0037).
+        self.gates = asking.gates
+        self.ask_now = asking.ask_now
 
     # -- rebuilding from a log ------------------------------------------------------------
 
@@ -184,11 +264,11 @@ class Driver:
     def rebuild_history(self) -> None:
         """Restore the prompt history; only needed when the run goes on."""
         for step in self.steps:
-            self.prompt.add_step(step.raw_output, step.observation)
+            self.prompt.add_step(step)
 
     # -- the loop ---------------------------------------------------------------------------
 
-    async def drive(self, tail: Awaitable[StopReason | None] | None = None) -> RunResult:
+    async def drive(self, tail: Awaitable[StepEnd] | None = None) -> RunResult | RunParked:
         """Run steps until a stop reason; record and return the result.
 
         ``tail``: how a resumed run settles the tail of its log first (``_resume.settle``, the
@@ -198,12 +278,15 @@ class Driver:
             reason = None if tail is None else await tail
             while reason is None:
                 reason = await self.step(len(self.steps))
+            if type(reason) is Parked:
+                return await self.park(reason.ask)
+            assert isinstance(reason, StopReason)
             return await self.finish(reason)
         except asyncio.CancelledError:
             await self.record_cancelled()
             raise
 
-    async def step(self, k: int) -> StopReason | None:
+    async def step(self, k: int) -> StepEnd:
         """Step ``k`` from its start: budgets, prompt, model intent, call, then the reply."""
         budget = self.request.budget
         started = self.clock()
@@ -232,7 +315,7 @@ class Driver:
 
     async def after_result(
         self, k: int, result: ModelCallResult, prompt_chars: int, started: float
-    ) -> StopReason | None:
+    ) -> StepEnd:
         """Record step ``k`` from its model result: a failed call, or the parsed decision."""
         if result.reply is None:
             step = StepRecord(
@@ -291,12 +374,13 @@ class Driver:
             len(reply.thinking),
             prompt_chars,
             reply.call_id,
+            parsed.calls_not_executed,
         )
         return parsed.decision, head
 
     async def act(
         self, k: int, action: Action, head: _Head, started: float, result: ModelCallResult
-    ) -> StopReason | None:
+    ) -> StepEnd:
         """An action of step ``k``: rejected by the registry, or announced and executed."""
         call = action.tool_call
         replay_policy = ReplayPolicy.NEVER
@@ -322,10 +406,102 @@ class Driver:
             spec = self.request.tools.spec_for(call.name)
             assert spec is not None  # validate() accepted the name
             replay_policy, completes_run = spec.replay_policy, spec.completes_run
+        else:
+            spec = None
+        gates = self.gates
+        if gates is not None:
+            kind = gates.kind_for(action, spec)
+            if kind is not None:
+                asked = gates.asked(self.run_id, k, kind, action, spec)
+                await self.asking().write_user_asked(asked)
+                return await self.await_decision(k, action, head, started, asked, result)
         await self.store.write_intent(
             Intent(self.run_id, IntentKind.ACTION, k, action_result_id(k), replay_policy)
         )
         return await self.execute_announced(k, action, head, started, completes_run, result)
+
+    # -- asking a person (design 0037) --------------------------------------------------
+
+    def asking(self) -> UserAsking:
+        store = self.store
+        assert isinstance(store, UserAsking)  # refused at start otherwise
+        return store
+
+    async def await_decision(
+        self,
+        k: int,
+        action: Action,
+        head: _Head,
+        started: float,
+        asked: UserAsked,
+        result: ModelCallResult,
+    ) -> StepEnd:
+        """Ask in-process (``ask_now``) or park; a decision given here is recorded and carried
+        out at once."""
+        decision = None if self.ask_now is None else await self.ask_now(asked)
+        if decision is None:
+            return Parked(asked)
+        if not isinstance(decision, UserDecision):
+            raise ConfigurationError(
+                f"Run {self.run_id!r}: ask_now returned {type(decision).__name__}; return a "
+                "UserDecision (UserDecision.approve(), .edit(...), .reject(...), .answer(...)) "
+                "or None to park the run."
+            )
+        answered = decided(asked, decision, self.request.tools)
+        await self.asking().write_user_answered(answered)
+        return await self.carry_out(k, action, head, started, answered, result)
+
+    async def carry_out(
+        self,
+        k: int,
+        action: Action,
+        head: _Head,
+        started: float,
+        answered: UserAnswered,
+        result: ModelCallResult,
+    ) -> StepEnd:
+        """Step ``k`` by its recorded decision: the approved (or edited) action announced and
+        executed, or the step of a rejection or of the user's answer."""
+        verdict = answered.verdict
+        call = action.tool_call
+        if verdict is Verdict.APPROVE or verdict is Verdict.EDIT:
+            action = edited(action, answered)
+            call = action.tool_call
+            spec = None if call is None else self.request.tools.spec_for(call.name)
+            replay_policy = ReplayPolicy.NEVER if spec is None else spec.replay_policy
+            await self.store.write_intent(
+                Intent(self.run_id, IntentKind.ACTION, k, action_result_id(k), replay_policy)
+            )
+            completes_run = spec is not None and spec.completes_run
+            return await self.execute_announced(k, action, head, started, completes_run, result)
+        if verdict is Verdict.REJECT:
+            assert answered.reason is not None
+            assert self.gates is not None
+            observation = self.gates.rejected_template.replace(REASON_TOKEN, answered.reason)
+            synthetic, status = True, ActionStatus.NOT_EXECUTED
+        else:
+            assert answered.answer is not None
+            observation, synthetic, status = answered.answer, False, None
+        step = head.record(
+            action=action.text,
+            parse_ok=True,
+            parse_error=None,
+            observation=observation,
+            observation_is_synthetic=synthetic,
+            step_wall_ms=self.elapsed_ms(started),
+            tool_name=None if call is None else call.name,
+            tool_arguments=None if call is None else canonical_arguments(call.arguments),
+            action_status=status,
+        )
+        await self.complete(step, None, None, result)
+        return self.stop_reason(step, completes_run=False)
+
+    async def park(self, ask: UserAsked) -> RunParked:
+        """The run waits for a person: nothing more is written; the lease goes back when the
+        invocation returns."""
+        parked = RunParked(self.run_id, len(self.steps), ask)
+        await self.events.emit(Event(EventKind.RUN_PARKED, self.run_id, len(self.steps), ask=ask))
+        return parked
 
     async def execute_announced(
         self,
@@ -335,7 +511,7 @@ class Driver:
         started: float,
         completes_run: bool,
         result: ModelCallResult,
-    ) -> StopReason | None:
+    ) -> StepEnd:
         """Execute the action whose intent is written and record step ``k`` with its outcome."""
         outcome = await self.execute(action)
         call = action.tool_call
@@ -416,9 +592,14 @@ class Driver:
         outcome: ActionOutcome | None,
         model_result: ModelCallResult,
     ) -> None:
-        await self.store.write_step_completed(StepCompleted(self.run_id, result_id, outcome, step))
+        replayed, self.replaying = self.replaying, None
+        await self.store.write_step_completed(
+            StepCompleted(self.run_id, result_id, outcome, step, replayed)
+        )
         self.steps.append(step)
-        self.prompt.add_step(step.raw_output, step.observation)
+        self.prompt.add_step(step)
+        if step.calls_not_executed:
+            await self.announce_calls_not_executed(step)
         await self.events.emit(
             Event(
                 EventKind.STEP_COMPLETED,
@@ -427,6 +608,21 @@ class Driver:
                 step=step,
                 model_result=model_result,
             )
+        )
+
+    async def announce_calls_not_executed(self, step: StepRecord) -> None:
+        """A log line and an event naming the reply's calls that step did not execute."""
+        names = ", ".join(call.tool_name for call in step.calls_not_executed)
+        logger.warning(
+            "polyloop: run %r step %d: the reply carried %d more tool call(s) than the one a "
+            "step executes; not executed: %s (the model is told so)",
+            self.run_id,
+            step.step_idx,
+            len(step.calls_not_executed),
+            names,
+        )
+        await self.events.emit(
+            Event(EventKind.CALLS_NOT_EXECUTED, self.run_id, step.step_idx, step=step)
         )
 
     # -- the end ----------------------------------------------------------------------------
@@ -511,12 +707,61 @@ async def run(
     ``event_timeout_seconds`` bounds each event delivery.
     """
     check_options(clock, event_timeout_seconds, lease_wait_seconds)
+    refuse_gated(request, "run", "run_or_park")
+    outcome = await leased(
+        _start, definition, request, clock, event_timeout_seconds, lease_wait_seconds, _UNGATED
+    )
+    assert type(outcome) is RunResult  # an ungated run never parks
+    return outcome
+
+
+def refuse_gated(request: RunRequest, entry: str, instead: str) -> None:
+    """``run``/``resume`` drive only runs that cannot park (design 0037)."""
+    if Gates.is_gated(request.tools, None):
+        raise RunWouldParkError(
+            f"Run {request.run_id!r}: the request gates actions (a tool requires_approval or "
+            f"asks_user), so the run may wait for a person; "
+            f"{entry}() returns only finished runs. Call {instead}(), which returns a RunResult "
+            "or a RunParked. Nothing was read or written."
+        )
+
+
+async def run_or_park(
+    definition: AgentDefinition,
+    request: RunRequest,
+    *,
+    clock: Clock = time.monotonic,
+    event_timeout_seconds: float = DEFAULT_EVENT_TIMEOUT_SECONDS,
+    lease_wait_seconds: float = 0.0,
+    approval_policy: ApprovalPolicy | None = None,
+    rejected_template: str = DEFAULT_REJECTED_TEMPLATE,
+    ask_now: AskHandler | None = None,
+) -> RunResult | RunParked:
+    """``run``, for a request that may gate actions: returns the :class:`RunResult` of a run
+    that stopped, or a :class:`RunParked` when a gated action waits for a person (its
+    ``UserAsked`` recorded, the lease given back, no seam waiting).
+
+    ``approval_policy`` gates single calls (tool-less actions too) on top of the tools
+    marked ``requires_approval``/``asks_user``; ``rejected_template`` is the observation of a
+    rejected action (``{reason}`` is replaced by the person's reason). Both are recorded in
+    the snapshot of a gated run (``approval.policy``, ``approval.rejected_template``).
+
+    ``ask_now``, when given, is awaited with each ask as soon as it is recorded: a
+    :class:`UserDecision` is recorded and carried out at once, ``None`` parks. Raises
+    :class:`UnsupportedStoreError` before anything else when the request is gated and the
+    store lacks :class:`~polyloop.ports.UserAsking`. An ungated request behaves exactly as
+    with ``run``.
+    """
+    check_options(clock, event_timeout_seconds, lease_wait_seconds)
+    asking = Asking.of(request, definition, approval_policy, rejected_template, ask_now)
     return await leased(
-        _start, definition, request, clock, event_timeout_seconds, lease_wait_seconds
+        _start, definition, request, clock, event_timeout_seconds, lease_wait_seconds, asking
     )
 
 
-Invocation = Callable[[AgentDefinition, RunRequest, Clock, float], Awaitable[RunResult]]
+Invocation = Callable[
+    [AgentDefinition, RunRequest, Clock, float, Asking], Awaitable["RunResult | RunParked"]
+]
 
 
 async def leased(
@@ -526,11 +771,12 @@ async def leased(
     clock: Clock,
     event_timeout_seconds: float,
     lease_wait_seconds: float,
-) -> RunResult:
+    asking: Asking,
+) -> RunResult | RunParked:
     """Run ``invocation`` holding the run's lease, taken first and given back on every path."""
     lease = await take_run_lease(definition.store, request.run_id, lease_wait_seconds)
     try:
-        return await invocation(definition, request, clock, event_timeout_seconds)
+        return await invocation(definition, request, clock, event_timeout_seconds, asking)
     finally:
         await release_run_lease(lease)
 
@@ -540,9 +786,10 @@ async def _start(
     request: RunRequest,
     clock: Clock,
     event_timeout_seconds: float,
-) -> RunResult:
-    snapshot = run_snapshot(definition, request)
-    invocation = Driver(definition, request, clock, event_timeout_seconds)
+    asking: Asking,
+) -> RunResult | RunParked:
+    snapshot = run_snapshot(definition, request, asking.gates)
+    invocation = Driver(definition, request, clock, event_timeout_seconds, asking)
     existing = await definition.store.read_log(request.run_id)
     if existing != RunLog():
         raise RunAlreadyStartedError(
@@ -568,3 +815,13 @@ def entry_ids(request: RunRequest) -> Mapping[str, tuple[str, ...]]:
         channel: tuple(entry.entry_id for entry in entries)
         for channel, entries in request.injections.items()
     }
+
+
+def edited(action: Action, answered: UserAnswered) -> Action:
+    """``action`` as approved: with the edited arguments of an ``EDIT``, else unchanged."""
+    if answered.verdict is not Verdict.EDIT:
+        return action
+    call = action.tool_call
+    assert call is not None  # validate_log holds it: only calls are edited
+    assert answered.arguments_json is not None
+    return Action(action.text, ToolCall(call.name, json.loads(answered.arguments_json)))

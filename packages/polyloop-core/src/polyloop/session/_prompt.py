@@ -16,10 +16,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from polyloop.ports import ModelCall
+from polyloop.session._calls_not_executed import observation_in_history
 from polyloop.session._definition import OBSERVATION_TOKEN, TOOLS_TOKEN, RunRequest
-from polyloop.types import Message, Role, TextBlock
+from polyloop.types import Message, Role, StepRecord, TextBlock
 
-__all__ = ["Prompt"]
+__all__ = ["Prompt", "tool_call_id"]
 
 # The slot descriptors of the frozen dataclass; writing through them is how a frozen instance
 # gets its fields set without running the generated ``__init__``.
@@ -98,6 +99,16 @@ def _deferred_call(
     return call
 
 
+def tool_call_id(step_idx: int) -> str:
+    """The id pairing step ``step_idx``'s tool call with its result in native history.
+
+    Derived from the step alone, so a resumed run rebuilds the same history from its log
+    without storing ids. ``call`` and five digits: nine letters and digits, the form the
+    strictest servers (Mistral's) require, for the first 100 000 steps.
+    """
+    return f"call{step_idx:05d}"
+
+
 def _chars(message: Message) -> int:
     return sum(len(block.text) for block in message.content)
 
@@ -109,18 +120,19 @@ def _text(role: Role, text: str) -> Message:
 class Prompt:
     """The growing prompt of one run."""
 
-    __slots__ = ("_chars", "_messages", "_observation_template", "_tools")
+    __slots__ = ("_chars", "_messages", "_native_tools", "_observation_template", "_tools")
 
     def __init__(self, request: RunRequest) -> None:
         prefix: list[Message] = list(request.context.run_level)
         # Built once: the tools of a request do not change during its run.
         self._tools: tuple[Mapping[str, object], ...] = tuple(request.tools.schema_for_model())
-        if request.tools:
+        template = request.tool_section_template
+        # Tools sent natively need no schema text: a template without the token is shown as
+        # written, an empty one not at all (design 0046).
+        if request.tools and (template or not request.native_tools):
             schema = json.dumps(list(self._tools), ensure_ascii=False)
             # Literal replacement: a template may contain other braces (JSON examples).
-            prefix.append(
-                _text(Role.SYSTEM, request.tool_section_template.replace(TOOLS_TOKEN, schema))
-            )
+            prefix.append(_text(Role.SYSTEM, template.replace(TOOLS_TOKEN, schema)))
         for entries in request.injections.values():
             prefix.extend(_text(Role.SYSTEM, entry.content) for entry in entries)
         prefix.extend(request.context.goal_level)
@@ -128,6 +140,7 @@ class Prompt:
         self._messages: list[Message] = prefix
         self._chars = sum(_chars(m) for m in prefix)
         self._observation_template = request.observation_template
+        self._native_tools = request.native_tools
 
     @property
     def chars(self) -> int:
@@ -141,9 +154,23 @@ class Prompt:
         the request's tools in model form."""
         return _deferred_call(self._messages, call_index, run_id, result_id, binding, self._tools)
 
-    def add_step(self, history_text: str, observation: str) -> None:
-        """Append a finished step: the assistant's text, then the wrapped observation."""
+    def add_step(self, step: StepRecord) -> None:
+        """Append a finished step: the assistant's text (``raw_output``), then the wrapped
+        observation, followed by the notice of the calls not executed when there are any.
+
+        In a native-tools run a step that made a tool call (``tool_name`` set) goes back as the
+        assistant's tool call and a ``TOOL`` message answering it, both carrying
+        :func:`tool_call_id` of the step; every other step, and every step of any other run,
+        as an assistant and a ``USER`` message, exactly as before (design 0046).
+        """
+        history_text = step.raw_output
+        observation = observation_in_history(step.observation, step.calls_not_executed)
         wrapped = self._observation_template.replace(OBSERVATION_TOKEN, observation)
-        self._messages.append(_text(Role.ASSISTANT, history_text))
-        self._messages.append(_text(Role.USER, wrapped))
+        if self._native_tools and step.tool_name is not None:
+            call_id = tool_call_id(step.step_idx)
+            self._messages.append(Message(Role.ASSISTANT, (TextBlock(history_text),), call_id))
+            self._messages.append(Message(Role.TOOL, (TextBlock(wrapped),), call_id))
+        else:
+            self._messages.append(_text(Role.ASSISTANT, history_text))
+            self._messages.append(_text(Role.USER, wrapped))
         self._chars += len(history_text) + len(wrapped)

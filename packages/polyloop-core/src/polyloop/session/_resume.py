@@ -11,11 +11,17 @@ from __future__ import annotations
 
 import time
 
+from polyloop.asking import (
+    RunParked,
+    UserAnswered,
+    UserAsked,
+)
 from polyloop.errors import (
     CorruptLogError,
     PolyLoopError,
     RunNotFoundError,
     SnapshotMismatchError,
+    StaleAskError,
     ToolCallRejected,
 )
 from polyloop.ports import Action, Event, EventKind, FinalAnswer, RunLog
@@ -27,19 +33,33 @@ from polyloop.recovery import (
     snapshot_facts,
     validate_log,
 )
+from polyloop.session._deciding import AskHandler
 from polyloop.session._definition import AgentDefinition, RunRequest, snapshot_differences
+from polyloop.session._gates import DEFAULT_REJECTED_TEMPLATE, ApprovalPolicy
 from polyloop.session._loop import (
+    _UNGATED,
     DEFAULT_EVENT_TIMEOUT_SECONDS,
+    Asking,
     Clock,
     Driver,
+    StepEnd,
     check_options,
+    edited,
     entry_ids,
     leased,
+    refuse_gated,
     run_snapshot,
 )
-from polyloop.types import Intent, ModelCallResult, ReplayPolicy, RunResult, StopReason
+from polyloop.types import (
+    Intent,
+    IntentKind,
+    ModelCallResult,
+    ReplayPolicy,
+    RunResult,
+    StopReason,
+)
 
-__all__ = ["resume", "settle"]
+__all__ = ["resume", "resume_or_park", "settle"]
 
 
 async def resume(
@@ -61,8 +81,40 @@ async def resume(
     result is returned without calling any seam.
     """
     check_options(clock, event_timeout_seconds, lease_wait_seconds)
+    refuse_gated(request, "resume", "resume_or_park")
+    outcome = await leased(
+        _continue, definition, request, clock, event_timeout_seconds, lease_wait_seconds, _UNGATED
+    )
+    assert type(outcome) is RunResult  # an ungated run never parks
+    return outcome
+
+
+async def resume_or_park(
+    definition: AgentDefinition,
+    request: RunRequest,
+    *,
+    clock: Clock = time.monotonic,
+    event_timeout_seconds: float = DEFAULT_EVENT_TIMEOUT_SECONDS,
+    lease_wait_seconds: float = 0.0,
+    approval_policy: ApprovalPolicy | None = None,
+    rejected_template: str = DEFAULT_REJECTED_TEMPLATE,
+    ask_now: AskHandler | None = None,
+) -> RunResult | RunParked:
+    """``resume``, for a request that may gate actions: continues from the log, carrying out a
+    recorded decision, and returns a :class:`RunResult` or a :class:`RunParked` (the run
+    still waits, or waits again at a later step). ``approval_policy``, ``rejected_template``
+    and ``ask_now`` as for ``run_or_park`` (the first two must be those the run started with:
+    the snapshot holds them); a pending ask is put to ``ask_now`` again, first of all.
+
+    Besides the errors of ``resume``, raises :class:`StaleAskError` naming the key when the
+    recorded reply now parses into another action than the one asked about (a parser that
+    is not deterministic), and :class:`UnsupportedStoreError` for a gated request on a store
+    without :class:`~polyloop.ports.UserAsking`.
+    """
+    check_options(clock, event_timeout_seconds, lease_wait_seconds)
+    asking = Asking.of(request, definition, approval_policy, rejected_template, ask_now)
     return await leased(
-        _continue, definition, request, clock, event_timeout_seconds, lease_wait_seconds
+        _continue, definition, request, clock, event_timeout_seconds, lease_wait_seconds, asking
     )
 
 
@@ -71,7 +123,8 @@ async def _continue(
     request: RunRequest,
     clock: Clock,
     event_timeout_seconds: float,
-) -> RunResult:
+    asking: Asking,
+) -> RunResult | RunParked:
     run_id = request.run_id
     log = await definition.store.read_log(run_id)
     if log.started is None:
@@ -80,7 +133,7 @@ async def _continue(
             "resume; check the run_id and the store, or start it with run()."
         )
     validate_log(log, run_id)
-    current = run_snapshot(definition, request)
+    current = run_snapshot(definition, request, asking.gates)
     differences = snapshot_differences(log.started.parameter_snapshot, current)
     if differences:
         raise SnapshotMismatchError(
@@ -96,7 +149,7 @@ async def _continue(
         max_consecutive_parse_failures=request.budget.max_consecutive_parse_failures,
         completing_tools=snapshot_facts(current).completing_tools or (),
     )
-    driver = Driver(definition, request, clock, event_timeout_seconds)
+    driver = Driver(definition, request, clock, event_timeout_seconds, asking)
     driver.rebuild(log)
     await driver.events.emit(
         Event(
@@ -113,7 +166,7 @@ async def _continue(
     return await driver.drive(settle(driver, plan, log))
 
 
-async def settle(driver: Driver, plan: ResumePlan, log: RunLog) -> StopReason | None:
+async def settle(driver: Driver, plan: ResumePlan, log: RunLog) -> StepEnd:
     """Carry out ``plan`` on the tail of ``log``; the stop reason if the run ends here, else
     ``None`` (the loop then goes on with the next step).
 
@@ -137,23 +190,67 @@ async def settle(driver: Driver, plan: ResumePlan, log: RunLog) -> StopReason | 
     await driver.events.emit(Event(EventKind.STEP_STARTED, driver.run_id, k))
     if move is ResumeMove.CALL_MODEL_AGAIN:
         assert plan.intent_in_doubt is not None
+        driver.replaying = IntentKind.MODEL_CALL
         result = await driver.model_result(k, plan.intent_in_doubt.result_id)
     else:
         assert plan.model_result is not None
         result = plan.model_result
     if move is ResumeMove.REUSE_MODEL_RESULT or move is ResumeMove.CALL_MODEL_AGAIN:
         return await driver.after_result(k, result, prompt_chars, started)
+    if move is ResumeMove.WAIT_FOR_DECISION or move is ResumeMove.APPLY_DECISION:
+        assert plan.ask is not None
+        assert result.reply is not None
+        decision, head = driver.interpret(k, result.reply, prompt_chars)
+        action = _asked_action(driver, k, decision, plan.ask)
+        driver.parse_failures_in_a_row = 0
+        if plan.answer is None:
+            return await driver.await_decision(k, action, head, started, plan.ask, result)
+        return await driver.carry_out(k, action, head, started, plan.answer, result)
     assert move is ResumeMove.EXECUTE_ACTION_AGAIN
     assert plan.intent_in_doubt is not None
-    action, completes_run = _action_in_doubt(driver, k, result, plan.intent_in_doubt)
+    action, completes_run = _action_in_doubt(driver, k, result, plan.intent_in_doubt, plan.answer)
     assert result.reply is not None  # validate_log: an action intent follows a reply
     _, head = driver.interpret(k, result.reply, prompt_chars)
     driver.parse_failures_in_a_row = 0
+    driver.replaying = IntentKind.ACTION
     return await driver.execute_announced(k, action, head, started, completes_run, result)
 
 
+def _asked_action(driver: Driver, k: int, decision: object, ask: UserAsked) -> Action:
+    """The action the recorded reply of step ``k`` parses into, refused unless it is exactly
+    the one ``ask`` asked about (same arguments, tool digests and policy)."""
+    if not isinstance(decision, Action):
+        raise PolyLoopError(
+            f"Run {driver.run_id!r}, step {k}: the recorded reply once parsed into the action a "
+            f"person was asked about, but now parses into {type(decision).__name__}; the "
+            "decision parser is not deterministic, so the ask cannot be settled."
+        )
+    gates = driver.gates
+    spec = None
+    call = decision.tool_call
+    if call is not None:
+        spec = driver.request.tools.spec_for(call.name)
+    now = None if gates is None else gates.asked(driver.run_id, k, ask.kind, decision, spec)
+    for key in ("arguments_sha256", "schema_sha256", "description_sha256", "policy_name"):
+        recorded = getattr(ask, key)
+        current = None if now is None else getattr(now, key)
+        if current != recorded:
+            raise StaleAskError(
+                f"Run {driver.run_id!r}, step {k}: the action was asked about with {key} "
+                f"{recorded!r}, but under this configuration it has {current!r}; the recorded "
+                "ask (and any decision on it) is bound to what was shown. Resume with the "
+                "configuration the run was asked under.",
+                key=key,
+            )
+    return decision
+
+
 def _action_in_doubt(
-    driver: Driver, k: int, result: ModelCallResult, intent: Intent
+    driver: Driver,
+    k: int,
+    result: ModelCallResult,
+    intent: Intent,
+    answered: UserAnswered | None = None,
 ) -> tuple[Action, bool]:
     """The action the in-doubt intent of step ``k`` announced, read again from the recorded
     reply, and whether its tool completes the run; refuses what cannot be that action."""
@@ -168,7 +265,7 @@ def _action_in_doubt(
             f"parses into {parsed}; the decision parser is not deterministic, so resume cannot "
             "settle the action safely."
         )
-    action = decision.decision
+    action = decision.decision if answered is None else edited(decision.decision, answered)
     call = action.tool_call
     if call is None:
         policy, completes_run, what = ReplayPolicy.NEVER, False, "a tool-less action"

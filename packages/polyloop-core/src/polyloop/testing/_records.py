@@ -15,6 +15,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from polyloop.asking import (
+    UserAnswered,
+    UserAsked,
+)
 from polyloop.ports import RunLog, RunStore
 from polyloop.recovery import action_result_id, model_result_id
 from polyloop.serialization import LogRecord
@@ -395,6 +399,8 @@ def run_log_from(records: Iterable[LogRecord]) -> RunLog:
     intents: list[Intent] = []
     model_results: list[ModelCallResult] = []
     steps: list[StepCompleted] = []
+    asks: list[UserAsked] = []
+    answers: list[UserAnswered] = []
     for record in records:
         if isinstance(record, RunStarted):
             started = record
@@ -404,9 +410,21 @@ def run_log_from(records: Iterable[LogRecord]) -> RunLog:
             model_results.append(record)
         elif isinstance(record, StepCompleted):
             steps.append(record)
+        elif isinstance(record, UserAsked):
+            asks.append(record)
+        elif isinstance(record, UserAnswered):
+            answers.append(record)
         else:
             finished = record
-    return RunLog(started, tuple(intents), tuple(model_results), tuple(steps), finished)
+    return RunLog(
+        started,
+        tuple(intents),
+        tuple(model_results),
+        tuple(steps),
+        finished,
+        tuple(asks),
+        tuple(answers),
+    )
 
 
 async def write_records(store: RunStore, records: Iterable[LogRecord]) -> None:
@@ -420,5 +438,9 @@ async def write_records(store: RunStore, records: Iterable[LogRecord]) -> None:
             await store.write_model_call_result(record)
         elif isinstance(record, StepCompleted):
             await store.write_step_completed(record)
+        elif isinstance(record, UserAsked | UserAnswered):
+            # Only a store with the UserAsking capability can take these (design 0037).
+            method = "write_user_asked" if isinstance(record, UserAsked) else "write_user_answered"
+            await getattr(store, method)(record)
         else:
             await store.write_run_finished(record)

@@ -3,8 +3,8 @@
 - Which run_ids they can hold: those with a UTF-8 form (JSON text, file names and the
   database columns all need one). A run_id with a lone surrogate is refused on write and has
   no log on read: it can never have been written.
-- The five writes of :class:`~polyloop.ports.RunStore`, each handing its record to one
-  ``_write``: a durable store writes every record the same way, one record per stored unit
+- The five writes of :class:`~polyloop.ports.RunStore` and the two of
+  :class:`~polyloop.ports.UserAsking`, each handing its record to one ``_write``: a durable store writes every record the same way, one record per stored unit
   (a line, a row), so ``write_step_completed`` is atomic by construction.
 - Closing (:class:`~polyloop.ports.StoreClosing`): ``close`` blocks while writes in flight
   finish; ``aclose`` runs it on a thread, so the event loop never waits; ``async with`` opens
@@ -17,9 +17,19 @@ import asyncio
 from types import TracebackType
 from typing import Self
 
+from polyloop.asking import (
+    UserAnswered,
+    UserAsked,
+)
 from polyloop.errors import StoreError
 from polyloop.serialization import LogRecord
-from polyloop.types import Intent, ModelCallResult, RunFinished, RunStarted, StepCompleted
+from polyloop.types import (
+    Intent,
+    ModelCallResult,
+    RunFinished,
+    RunStarted,
+    StepCompleted,
+)
 
 __all__ = ["DurableStore", "unstorable_run_id", "utf8_of"]
 
@@ -66,6 +76,12 @@ class DurableStore:
         await self._write(record)
 
     async def write_run_finished(self, record: RunFinished) -> None:
+        await self._write(record)
+
+    async def write_user_asked(self, record: UserAsked) -> None:
+        await self._write(record)
+
+    async def write_user_answered(self, record: UserAnswered) -> None:
         await self._write(record)
 
     async def open(self) -> None:

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 
 from polyloop.errors import CorruptLogError, SerializationError
 from polyloop.ports import RunLog
-from polyloop.serialization import LogRecord, loads_log_record
-from polyloop.stores._decoding import decode_log_record
+from polyloop.serialization import LogRecord
 from polyloop.stores._records import LogBuilder, RecordKey, record_key
+from polyloop.stores._stored_form import decode_stored
 
 __all__ = [
     "FileTail",
@@ -96,7 +96,7 @@ def parse_file(data: bytes, run_id: str, where: str) -> ParsedFile:
     last = len(lines) - 1
     for index, line in enumerate(lines):
         try:
-            record = decode_log_record(line)
+            record = decode_stored(line, builder.steps, f"{where}, line {index + 1}")
         except (SerializationError, UnicodeDecodeError) as error:
             if index == last and is_torn(line):
                 valid_end -= len(line) + 1
@@ -108,7 +108,7 @@ def parse_file(data: bytes, run_id: str, where: str) -> ParsedFile:
 
 def _decoded(line: bytes) -> LogRecord | None:
     try:
-        return decode_log_record(line)
+        return decode_stored(line, None)
     except (SerializationError, UnicodeDecodeError):
         return None
 
@@ -141,7 +141,7 @@ def first_run_id(data: bytes, where: str) -> str | None:
     if not lines:
         return None
     try:
-        return loads_log_record(lines[0].decode("utf-8")).run_id
+        return decode_stored(lines[0].decode("utf-8"), None).run_id
     except (SerializationError, UnicodeDecodeError) as error:
         if len(lines) == 1 and is_torn(lines[0]):
             return None  # the only line is a torn write

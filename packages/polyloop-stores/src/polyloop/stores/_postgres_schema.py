@@ -9,7 +9,8 @@ kept beside it (``bytea``, for listing) and inside the record, where every read 
 
 ``UNIQUE (run_key, kind, record_key)`` makes the database refuse every record a log holds at
 most once: ``record_key`` is empty for ``run_started``/``run_finished``, ``<intent kind>:<result
-id>`` for an intent, the result_id for a model call result, the step index for a step. Reads
+id>`` for an intent, the result_id for a model call result, the step index for a step, an ask
+(``user_asked``) and its decision (``user_answered``). Reads
 follow ``PRIMARY KEY (run_key, seq)``; ``seq`` (an identity) is the write order.
 
 ``run_leases`` says who holds which run's lease (the lock itself is an advisory lock; see

@@ -215,6 +215,11 @@ class WritingSession(QueueThread[PendingWrite | _Acquire | _Release]):
             return
         await completion.wait(self._idle_wait)
 
+    def holds(self, run_key: bytes) -> bool:
+        """Whether this session holds the lease of the run (read from any thread: a moment
+        late at worst, which only decides whether the store remembers the steps it read)."""
+        return run_key in self._held
+
     def _closed_down(self) -> None:
         self._release_all()
         self._drop()

@@ -1,8 +1,9 @@
 """Shared by the stores: which records a log holds at most once, and assembling a read log.
 
-Both durable stores keep every record as the one-line tagged JSON of
-:func:`polyloop.serialization.dumps_log_record`, so a run log reads back through the strict
-decoder whichever store holds it.
+The durable stores keep every record as the one-line tagged JSON of
+:func:`polyloop.serialization.dumps_log_record`, with repeated text written by reference
+(:mod:`polyloop.stores._stored_form`), so a run log reads back through the strict decoder
+whichever store holds it.
 
 A log holds at most one ``RunStarted``, one ``RunFinished``, one intent per (kind, result_id),
 one ``ModelCallResult`` per result_id and one ``StepCompleted`` per step index. The loop never
@@ -13,18 +14,31 @@ duplicates are never dropped, merged or kept.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
+from polyloop.asking import (
+    UserAnswered,
+    UserAsked,
+)
 from polyloop.errors import CorruptLogError, DuplicateRecordError, RunAlreadyStartedError
 from polyloop.ports import RunLog
 from polyloop.recovery import WriteOrderCheck
 from polyloop.serialization import LogRecord
-from polyloop.types import Intent, ModelCallResult, RunFinished, RunStarted, StepCompleted
+from polyloop.types import (
+    Intent,
+    ModelCallResult,
+    RunFinished,
+    RunStarted,
+    StepCompleted,
+    StepRecord,
+)
 
 __all__ = ["KeySet", "LogBuilder", "RecordKey", "describe_key", "duplicate_error", "record_key"]
 
 #: What a log holds at most once of: ``("intent", kind, result_id)``, ``("result",
-#: result_id)``, ``("step", step_idx)``, ``("run_started",)`` or ``("run_finished",)``.
+#: result_id)``, ``("step", step_idx)``, ``("asked", step)``, ``("answered", step)`` (one
+#: ask per step and one decision per ask, design 0037), ``("run_started",)`` or
+#: ``("run_finished",)``.
 RecordKey = tuple[str | int, ...]
 
 
@@ -44,6 +58,10 @@ def record_key(record: LogRecord) -> RecordKey:
         return ("result", record.result_id)
     if isinstance(record, StepCompleted):
         return ("step", record.step.step_idx)
+    if isinstance(record, UserAsked):
+        return ("asked", record.step)
+    if isinstance(record, UserAnswered):
+        return ("answered", record.step)
     return _STARTED if isinstance(record, RunStarted) else _FINISHED
 
 
@@ -80,6 +98,10 @@ def describe_key(key: RecordKey) -> str:
         return f"ModelCallResult with result_id {key[1]!r}"
     if key[0] == "step":
         return f"StepCompleted of step {key[1]}"
+    if key[0] == "asked":
+        return f"UserAsked of step {key[1]}"
+    if key[0] == "answered":
+        return f"UserAnswered (a decision) of step {key[1]}"
     return "RunStarted" if key[0] == "run_started" else "RunFinished"
 
 
@@ -113,6 +135,8 @@ class LogBuilder:
     """
 
     __slots__ = (
+        "_answers",
+        "_asks",
         "_finished",
         "_intents",
         "_order",
@@ -120,6 +144,7 @@ class LogBuilder:
         "_run_id",
         "_seen",
         "_started",
+        "_step_records",
         "_steps",
         "_where",
     )
@@ -131,7 +156,10 @@ class LogBuilder:
         self._intents: list[Intent] = []
         self._results: list[ModelCallResult] = []
         self._steps: list[StepCompleted] = []
+        self._step_records: dict[int, StepRecord] = {}
         self._finished: RunFinished | None = None
+        self._asks: list[UserAsked] = []
+        self._answers: list[UserAnswered] = []
         #: Every key added so far, with the number of the unit it was found at.
         self._seen: dict[RecordKey, int] = {}
         self._order = WriteOrderCheck(where)
@@ -140,6 +168,12 @@ class LogBuilder:
     def keys(self) -> frozenset[RecordKey]:
         """The keys of the records added so far."""
         return frozenset(self._seen)
+
+    @property
+    def steps(self) -> Mapping[int, StepRecord]:
+        """The step records added so far, by step index (what a ``RunFinished`` stored by
+        reference refers to, see ``_stored_form``)."""
+        return self._step_records
 
     def add(self, record: LogRecord, unit: str, number: int) -> None:
         """Add the record found at ``unit`` ``number`` (e.g. ``"line"``, 7) of the storage."""
@@ -165,9 +199,15 @@ class LogBuilder:
         elif tag == "result":
             self._results.append(record)  # type: ignore[arg-type]
         elif tag == "step":
-            self._steps.append(record)  # type: ignore[arg-type]
+            assert isinstance(record, StepCompleted)
+            self._steps.append(record)
+            self._step_records[record.step.step_idx] = record.step
         elif tag == "run_started":
             self._started = record  # type: ignore[assignment]
+        elif tag == "asked":
+            self._asks.append(record)  # type: ignore[arg-type]
+        elif tag == "answered":
+            self._answers.append(record)  # type: ignore[arg-type]
         else:
             self._finished = record  # type: ignore[assignment]
 
@@ -179,4 +219,6 @@ class LogBuilder:
             model_results=tuple(self._results),
             steps=tuple(self._steps),
             finished=self._finished,
+            asks=tuple(self._asks),
+            answers=tuple(self._answers),
         )

@@ -22,9 +22,9 @@ import os
 import sqlite3
 
 from polyloop.errors import StoreError
-from polyloop.stores._decoding import decode_log_record
 from polyloop.stores._files import sync_directory
 from polyloop.stores._records import RecordKey, record_key
+from polyloop.stores._stored_form import decode_stored
 
 __all__ = [
     "RECORDS_BY_RUN_INDEX",
@@ -87,7 +87,8 @@ _MIGRATE_1_1 = (
 
 def key_text(key: RecordKey) -> str | None:
     """The ``record_key`` column of a row holding the record of ``key``: ``i:<kind>:<result_id>``,
-    ``r:<result_id>`` or ``s:<step>`` (short: it is stored twice, in the row and the index);
+    ``r:<result_id>``, ``s:<step>``, ``a:<step>`` (an ask) or ``d:<step>`` (its decision)
+    (short: it is stored twice, in the row and the index);
     ``NULL`` for the head and tail records, which their own indexes keep unique."""
     tag = key[0]
     if tag == "intent":
@@ -96,6 +97,10 @@ def key_text(key: RecordKey) -> str | None:
         return f"r:{key[1]}"
     if tag == "step":
         return f"s:{key[1]}"
+    if tag == "asked":
+        return f"a:{key[1]}"
+    if tag == "answered":
+        return f"d:{key[1]}"
     return None
 
 
@@ -103,7 +108,7 @@ def stored_key(body: str) -> str | None:
     """The ``record_key`` of a stored row, or ``NULL`` for a body that does not decode (the
     reader reports that row)."""
     try:
-        return key_text(record_key(decode_log_record(body)))
+        return key_text(record_key(decode_stored(body, None)))
     except Exception:  # any failure of a stored row is the reader's to report
         return None
 

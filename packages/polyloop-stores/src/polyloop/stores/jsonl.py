@@ -1,6 +1,7 @@
 """A durable RunStore: one append-only JSON Lines file per run, in one directory.
 
-Each record is one line of :func:`polyloop.serialization.dumps_log_record`. A write returns
+Each record is one line of :func:`polyloop.serialization.dumps_log_record`, with repeated text
+written by reference (:mod:`polyloop.stores._stored_form`, design 0041). A write returns
 only after its line is on disk (``fdatasync``; the directory too when the file is first opened
 by this process), so once write k of a run is acknowledged, writes 1..k are durable: prefix
 durability follows from syncing every write before the next one of the same run starts.
@@ -43,7 +44,7 @@ from typing import TypeVar
 
 from polyloop.errors import ConfigurationError, CorruptLogError, StoreError
 from polyloop.ports import LeaseHolder, RunLog
-from polyloop.serialization import LogRecord, dumps_log_record
+from polyloop.serialization import LogRecord
 from polyloop.stores._durable import DurableStore, utf8_of
 from polyloop.stores._files import read_all, sync_directory, write_all
 from polyloop.stores._jsonl_format import first_run_id, parse_file, scan_tail
@@ -56,6 +57,7 @@ from polyloop.stores._records import (
     duplicate_error,
     record_key,
 )
+from polyloop.stores._stored_form import StoredSteps, stored_line
 from polyloop.stores._threads import DEFAULT_IDLE_WAIT_SECONDS, WorkerPool, check_idle_wait
 
 __all__ = ["JsonlRunStore"]
@@ -135,6 +137,7 @@ class JsonlRunStore(DurableStore):
         self._lock = threading.Lock()
         self._files: OrderedDict[str, _RunFile] = OrderedDict()
         self._directory_ready = False
+        self._stored_steps = StoredSteps()
         self._leases = FileLeases(os.path.join(self._directory, LEASE_DIRECTORY), self._workers)
 
     # -- public surface ------------------------------------------------------------------
@@ -157,7 +160,10 @@ class JsonlRunStore(DurableStore):
         if utf8_of(run_id) is None:
             return RunLog()  # such a run_id can never have been written
         path = self.path_for(run_id)
-        return await self._submit(self._read, run_id, path)
+        log: RunLog = await self._submit(self._read, run_id, path)
+        if self._leases.holds(run_id):
+            self._stored_steps.read(run_id, log.steps)
+        return log
 
     async def acquire_run_lease(self, run_id: str) -> FileLease:
         """Take the lease of ``run_id`` now, or raise ``RunLeaseHeldError`` naming its holder.
@@ -198,9 +204,11 @@ class JsonlRunStore(DurableStore):
 
     async def _write(self, record: LogRecord) -> None:
         # One line holds a whole record (a step's action result with its step record).
-        path = self.path_for(record.run_id)  # refuses a run_id that is not valid Unicode
-        line = (dumps_log_record(record) + "\n").encode("utf-8")
-        await self._submit(self._write_line, record.run_id, path, line, record_key(record))
+        run_id = record.run_id
+        path = self.path_for(run_id)  # refuses a run_id that is not valid Unicode
+        line = (stored_line(record, self._stored_steps.of(run_id)) + "\n").encode("utf-8")
+        await self._submit(self._write_line, run_id, path, line, record_key(record))
+        self._stored_steps.stored(record)
 
     def _take_lease(self, run_id: str) -> FileLease:
         # Whatever this object saw of the file before is stale: another driver may have

@@ -4,7 +4,8 @@ Nothing survives the process. Records are immutable values (frozen dataclasses w
 are private read-only copies), so the store keeps the objects it is given and hands the same
 objects back: there is nothing a caller could mutate through them.
 
-It lists its runs (:class:`polyloop.ports.RunListing`) and can be closed like the durable
+It lists its runs (:class:`polyloop.ports.RunListing`), holds the records of runs that ask a
+person (:class:`polyloop.ports.UserAsking`) and can be closed like the durable
 stores (:class:`polyloop.ports.StoreClosing`), which releases nothing.
 
 Its storage is the store object, so run leases (:class:`polyloop.ports.RunLeasing`) are per
@@ -20,11 +21,21 @@ import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from polyloop.asking import (
+    UserAnswered,
+    UserAsked,
+)
 from polyloop.errors import RunLeaseHeldError
 from polyloop.ports import LeaseHolder, RunLog
 from polyloop.serialization import LogRecord
 from polyloop.stores._records import KeySet, duplicate_error, record_key
-from polyloop.types import Intent, ModelCallResult, RunFinished, RunStarted, StepCompleted
+from polyloop.types import (
+    Intent,
+    ModelCallResult,
+    RunFinished,
+    RunStarted,
+    StepCompleted,
+)
 
 __all__ = ["MemoryRunStore"]
 
@@ -38,6 +49,8 @@ class _Log:
     model_results: list[ModelCallResult] = field(default_factory=list)
     steps: list[StepCompleted] = field(default_factory=list)
     finished: RunFinished | None = None
+    asks: list[UserAsked] = field(default_factory=list)
+    answers: list[UserAnswered] = field(default_factory=list)
     #: The keys of every record above: a log holds each at most once.
     keys: KeySet = field(default_factory=KeySet)
 
@@ -116,6 +129,20 @@ class MemoryRunStore:
             self._add(record, log)
             log.finished = record
 
+    async def write_user_asked(self, record: UserAsked) -> None:
+        """Record an ask (:class:`polyloop.ports.UserAsking`)."""
+        with self._lock:
+            log = self._log(record.run_id)
+            self._add(record, log)
+            log.asks.append(record)
+
+    async def write_user_answered(self, record: UserAnswered) -> None:
+        """Record a decision, once per ask (:class:`polyloop.ports.UserAsking`)."""
+        with self._lock:
+            log = self._log(record.run_id)
+            self._add(record, log)
+            log.answers.append(record)
+
     async def read_log(self, run_id: str) -> RunLog:
         with self._lock:
             log = self._logs.get(run_id)
@@ -127,6 +154,8 @@ class MemoryRunStore:
                 model_results=tuple(log.model_results),
                 steps=tuple(log.steps),
                 finished=log.finished,
+                asks=tuple(log.asks),
+                answers=tuple(log.answers),
             )
 
     async def list_run_ids(self) -> tuple[str, ...]:

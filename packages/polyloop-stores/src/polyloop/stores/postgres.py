@@ -1,7 +1,8 @@
 """A durable RunStore on a PostgreSQL server, shared by many processes and machines.
 
 Each record is one row holding the tagged JSON of
-:func:`polyloop.serialization.dumps_log_record`; ``write_step_completed`` is therefore one row,
+:func:`polyloop.serialization.dumps_log_record` (repeated text written by reference:
+:mod:`polyloop.stores._stored_form`, design 0041); ``write_step_completed`` is therefore one row,
 applied atomically. Every write goes to the store's one **writing session** (a thread and its
 connection, :mod:`polyloop.stores._postgres_session`), which commits whatever is pending in one
 statement: concurrent runs share commits, while each write returns only once its statement has
@@ -35,10 +36,13 @@ except ImportError as missing:  # exercised in a subprocess test
         "pip install 'polyloop-stores[postgres]'."
     ) from missing
 
+from polyloop.asking import (
+    UserAnswered,
+    UserAsked,
+)
 from polyloop.errors import ConfigurationError, CorruptLogError, SerializationError
 from polyloop.ports import LeaseHolder, RunLog
-from polyloop.serialization import LogRecord, dumps_log_record, log_record_tag
-from polyloop.stores._decoding import decode_log_record
+from polyloop.serialization import LogRecord, log_record_tag
 from polyloop.stores._durable import DurableStore, unstorable_run_id, utf8_of
 from polyloop.stores._postgres_connect import Keepalive, StoreDatabase, shown_run_id
 from polyloop.stores._postgres_lease import (
@@ -51,13 +55,18 @@ from polyloop.stores._postgres_readers import ReaderConnections
 from polyloop.stores._postgres_session import PendingWrite, WritingSession
 from polyloop.stores._postgres_target import parse_target
 from polyloop.stores._records import LogBuilder
+from polyloop.stores._stored_form import StoredSteps, decode_stored, stored_line
 from polyloop.stores._threads import (
     DEFAULT_IDLE_WAIT_SECONDS,
     Completion,
     WorkerPool,
     check_idle_wait,
 )
-from polyloop.types import Intent, ModelCallResult, StepCompleted
+from polyloop.types import (
+    Intent,
+    ModelCallResult,
+    StepCompleted,
+)
 
 __all__ = ["PostgresRunLease", "PostgresRunStore"]
 
@@ -74,8 +83,9 @@ def _record_key(record: LogRecord) -> bytes:
         text = f"{record.kind.value}:{record.result_id}"
     elif isinstance(record, ModelCallResult):
         text = record.result_id
-    elif isinstance(record, StepCompleted):
-        text = str(record.step.step_idx)
+    elif isinstance(record, StepCompleted | UserAsked | UserAnswered):
+        # One ask per step and one decision per ask (kind tells the three apart).
+        text = str(record.step.step_idx if isinstance(record, StepCompleted) else record.step)
     else:
         return b""
     return text.encode("utf-8", "surrogatepass")
@@ -157,6 +167,7 @@ class PostgresRunStore(DurableStore):
         self._reader_threads = WorkerPool(self._name, readers, idle_wait=idle_wait)
         self._readers = ReaderConnections(database, application_name="polyloop reader")
         self._holder_sql = HolderQueries(self._schema)
+        self._stored_steps = StoredSteps()
         _STORES.add(self)
         table = sql.Identifier(self._schema, "run_records")
         self._select_sql = sql.SQL(
@@ -200,7 +211,10 @@ class PostgresRunStore(DurableStore):
         run_key = _run_key(run_id)
         if run_key is None:
             return RunLog()  # such a run_id can never have been written
-        return await self._reader_threads.run(self._read, run_id, run_key)
+        log: RunLog = await self._reader_threads.run(self._read, run_id, run_key)
+        if self._session.holds(run_key):
+            self._stored_steps.read(run_id, log.steps)
+        return log
 
     async def list_run_ids(self) -> tuple[str, ...]:
         """Every run_id with at least one record, in order of its first record
@@ -259,9 +273,10 @@ class PostgresRunStore(DurableStore):
             run_id.encode("utf-8"),
             log_record_tag(record),
             _record_key(record),
-            dumps_log_record(record).encode("utf-8"),
+            stored_line(record, self._stored_steps.of(run_id)).encode("utf-8"),
         )
         await self._session.write(write)
+        self._stored_steps.stored(record)
 
     def _read(self, run_id: str, run_key: bytes) -> RunLog:
         rows = self._readers.run(
@@ -273,7 +288,9 @@ class PostgresRunStore(DurableStore):
         builder = LogBuilder(run_id, self._name)
         for seq, body in rows or ():
             try:
-                record = decode_log_record(bytes(body))
+                record = decode_stored(
+                    bytes(body), builder.steps, f"{self._name}, run_records seq {seq}"
+                )
             except (SerializationError, UnicodeDecodeError) as error:
                 raise CorruptLogError(
                     f"{self._name}, run_records seq {seq}: not a valid log record of run "

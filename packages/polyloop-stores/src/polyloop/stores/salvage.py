@@ -24,12 +24,24 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from polyloop.asking import (
+    UserAnswered,
+    UserAsked,
+)
 from polyloop.errors import PolyLoopError
 from polyloop.ports import RunLog
-from polyloop.serialization import LogRecord, loads_log_record
+from polyloop.serialization import LogRecord
 from polyloop.stores._naming import is_run_file_name
 from polyloop.stores._sqlite_schema import RECORDS_BY_RUN_INDEX, RECORDS_TABLE
-from polyloop.types import Intent, ModelCallResult, RunFinished, RunStarted, StepCompleted
+from polyloop.stores._stored_form import decode_stored
+from polyloop.types import (
+    Intent,
+    ModelCallResult,
+    RunFinished,
+    RunStarted,
+    StepCompleted,
+    StepRecord,
+)
 
 __all__ = [
     "RECORDS_TABLE",
@@ -111,8 +123,15 @@ class Salvage:
     unreadable: tuple[str, ...]
 
 
-def _decode(text: str | bytes) -> LogRecord:
-    return loads_log_record(text.decode("utf-8") if isinstance(text, bytes) else text)
+def _decode(
+    text: str | bytes, steps: dict[int, StepRecord] | None = None, where: str = "the log"
+) -> LogRecord:
+    """The record, with what the store wrote by reference put back from the ``steps`` read so
+    far (``_stored_form``); without ``steps``, only its run_id and key are exact."""
+    record = decode_stored(text.decode("utf-8") if isinstance(text, bytes) else text, steps, where)
+    if steps is not None and isinstance(record, StepCompleted):
+        steps.setdefault(record.step.step_idx, record.step)
+    return record
 
 
 def _one_line(error: BaseException) -> str:
@@ -126,6 +145,8 @@ def assemble(records: Iterable[LogRecord]) -> RunLog:
     intents: list[Intent] = []
     results: list[ModelCallResult] = []
     steps: list[StepCompleted] = []
+    asks: list[UserAsked] = []
+    answers: list[UserAnswered] = []
     for record in records:
         if isinstance(record, RunStarted):
             started = started or record
@@ -135,20 +156,33 @@ def assemble(records: Iterable[LogRecord]) -> RunLog:
             results.append(record)
         elif isinstance(record, StepCompleted):
             steps.append(record)
+        elif isinstance(record, UserAsked):
+            asks.append(record)
+        elif isinstance(record, UserAnswered):
+            answers.append(record)
         else:
             finished = finished or record
-    return RunLog(started, tuple(intents), tuple(results), tuple(steps), finished)
+    return RunLog(
+        started,
+        tuple(intents),
+        tuple(results),
+        tuple(steps),
+        finished,
+        tuple(asks),
+        tuple(answers),
+    )
 
 
 def _keep(
     run_id: str, where: str, items: Iterable[tuple[str | bytes | None, str]], problems: list[str]
 ) -> Iterator[LogRecord]:
     """Decoded records of ``run_id`` from (text or ``None`` when unreadable, position) pairs."""
+    steps: dict[int, StepRecord] = {}
     for text, position in items:
         if text is None:
             continue
         try:
-            record = _decode(text)
+            record = _decode(text, steps, f"{where}, {position}")
         except (PolyLoopError, UnicodeDecodeError, ValueError) as error:
             problems.append(f"{where}, {position}: {_one_line(error)}")
             continue

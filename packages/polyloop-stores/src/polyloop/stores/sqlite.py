@@ -1,7 +1,8 @@
 """A durable RunStore in one SQLite file: WAL, ``synchronous=FULL``, group commit.
 
 Each record is one row holding the tagged JSON of
-:func:`polyloop.serialization.dumps_log_record`; ``write_step_completed`` is therefore one row,
+:func:`polyloop.serialization.dumps_log_record` (repeated text written by reference:
+:mod:`polyloop.stores._stored_form`, design 0041); ``write_step_completed`` is therefore one row,
 applied atomically. Writes go to one writer thread that commits whatever is pending in one
 transaction (see :mod:`polyloop.stores._group_commit`): concurrent runs share syncs, while each
 write returns only once its transaction has committed, so every acknowledged write and all
@@ -34,13 +35,13 @@ from collections.abc import Mapping
 
 from polyloop.errors import ConfigurationError, CorruptLogError, SerializationError, StoreError
 from polyloop.ports import LeaseHolder, RunLog
-from polyloop.serialization import LogRecord, dumps_log_record, log_record_tag
-from polyloop.stores._decoding import decode_log_record
+from polyloop.serialization import LogRecord, log_record_tag
 from polyloop.stores._durable import DurableStore, unstorable_run_id, utf8_of
 from polyloop.stores._group_commit import GroupCommitWriter
 from polyloop.stores._leases import FileLease, FileLeases
 from polyloop.stores._records import LogBuilder, record_key
 from polyloop.stores._sqlite_schema import check_schema, connect, create_schema, key_text
+from polyloop.stores._stored_form import StoredSteps, decode_stored, stored_line
 from polyloop.stores._threads import DEFAULT_IDLE_WAIT_SECONDS, WorkerPool, check_idle_wait
 
 __all__ = ["SqliteRunStore"]
@@ -101,6 +102,7 @@ class SqliteRunStore(DurableStore):
         self._reader_lock = threading.Lock()
         self._leasing = WorkerPool(f"{name} leases", 2, idle_wait=idle_wait)
         self._leases = FileLeases(self._path + LEASE_DIRECTORY_SUFFIX, self._leasing)
+        self._stored_steps = StoredSteps()
 
     # -- public surface ------------------------------------------------------------------
 
@@ -122,7 +124,10 @@ class SqliteRunStore(DurableStore):
     async def read_log(self, run_id: str) -> RunLog:
         if utf8_of(run_id) is None:
             return RunLog()  # such a run_id can never have been written
-        return await self._readers.run(self._read, run_id)
+        log: RunLog = await self._readers.run(self._read, run_id)
+        if self._leases.holds(run_id):
+            self._stored_steps.read(run_id, log.steps)
+        return log
 
     async def acquire_run_lease(self, run_id: str) -> FileLease:
         """Take the lease of ``run_id`` now, or raise ``RunLeaseHeldError`` naming its holder.
@@ -163,9 +168,10 @@ class SqliteRunStore(DurableStore):
         if utf8_of(record.run_id) is None:
             raise unstorable_run_id(repr(record.run_id))
         key = record_key(record)
-        await self._writer.write(
-            record.run_id, log_record_tag(record), dumps_log_record(record), key, key_text(key)
-        )
+        run_id = record.run_id
+        line = stored_line(record, self._stored_steps.of(run_id))
+        await self._writer.write(run_id, log_record_tag(record), line, key, key_text(key))
+        self._stored_steps.stored(record)
 
     def _open_writer(self) -> sqlite3.Connection:
         parent = os.path.dirname(self._path)
@@ -209,7 +215,7 @@ class SqliteRunStore(DurableStore):
         builder = LogBuilder(run_id, self._path)
         for seq, body in rows:
             try:
-                record = decode_log_record(body)
+                record = decode_stored(body, builder.steps, f"{self._path}, run_records seq {seq}")
             except (SerializationError, UnicodeDecodeError) as error:
                 raise CorruptLogError(
                     f"{self._path}, run_records seq {seq}: not a valid log record of run "

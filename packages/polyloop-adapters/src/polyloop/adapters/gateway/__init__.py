@@ -8,13 +8,19 @@ is empty is a valid reply (the model really said nothing), never a failure.
 Wire mapping (design 0013, grown by design 0024)
     Each :class:`~polyloop.types.Message` becomes ``{"role": <role>, "content": <text>}`` where
     the text is its blocks concatenated without separator (character counts are preserved).
+    Native tool history (design 0046): an assistant message with a ``tool_call_id`` goes with
+    its one canonical call as ``tool_calls`` (``content`` the text before it, or ``null``), and
+    a ``TOOL`` message as ``{"role": "tool", "tool_call_id": ..., "content": ...}`` (as a
+    ``user`` message when its call could not be sent natively).
     The reply, read whole or streamed, becomes one :class:`~polyloop.types.ModelReply`:
 
     - ``content``: ``choices[0].message.content``; a list of parts has its text parts joined
       (any other part is written ``[<type> part not shown]``); ``null`` reads as ``""``; a
       ``refusal`` is the content when there is no text. Native ``tool_calls`` follow the text
       in the canonical form of :mod:`polyloop.adapters.tool_calls`, which
-      :class:`~polyloop.adapters.tool_calls.ToolCallReplyParser` reads back into actions.
+      :class:`~polyloop.adapters.tool_calls.ToolCallReplyParser` reads back into actions; the
+      legacy ``function_call`` only when the reply has no ``tool_calls`` entry (a server
+      sending both sends one call twice).
     - ``thinking``: ``reasoning_content``, else ``reasoning``. ``call_id``: the response ``id``
       (``None`` when missing or empty).
     - ``finish_reason`` and ``usage`` (integer counts, nested ones joined with ``.``): as the

@@ -29,9 +29,10 @@ from polyloop.adapters.gateway._errors import (
 )
 from polyloop.adapters.gateway._redaction import Redactor, split_userinfo
 from polyloop.adapters.gateway._reply import ReplyDraft
+from polyloop.adapters.tool_calls import parse_tool_calls
 from polyloop.errors import ConfigurationError
 from polyloop.ports import ModelCall
-from polyloop.types import Message, ModelReply
+from polyloop.types import Message, ModelReply, Role
 
 __all__ = [
     "API_KEY_VARIABLE",
@@ -66,7 +67,7 @@ API_KEY_VARIABLE: Final = "POLYLOOP_API_KEY"
 BODY_EXCERPT_CHARS: Final = 500
 
 _RESERVED_BODY_KEYS: Final = frozenset(
-    {"model", "messages", "stream", "stream_options", "metadata", "tools"}
+    {"model", "messages", "stream", "stream_options", "metadata", "tools", "parallel_tool_calls"}
 )
 #: Response headers a failed call keeps (a layer above backs off on them).
 _KEPT_HEADER_PREFIXES: Final = ("retry-after", "x-ratelimit-", "ratelimit")
@@ -74,10 +75,56 @@ _MAX_KEPT_HEADERS: Final = 20
 _STREAM_DONE: Final = "[DONE]"
 
 
-def _message_to_wire(message: Message) -> dict[str, str]:
+def _messages_to_wire(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """The wire form of a prompt (design 0013, native tool history: design 0046).
+
+    An assistant message with a ``tool_call_id`` whose text holds exactly one well-formed call
+    in the canonical form is sent with that call as its ``tool_calls`` (``content`` the text
+    before it, ``null`` when none), and a ``TOOL`` message answering it as ``{"role": "tool",
+    "tool_call_id": ...}``. A tool message whose call could not be sent natively goes as a
+    ``user`` message, so a server never sees a result without its call.
+    """
+    wire: list[dict[str, Any]] = []
+    sent_calls: set[str] = set()
+    for message in messages:
+        text = "".join(block.text for block in message.content)
+        call_id = message.tool_call_id
+        if call_id is not None and message.role is Role.ASSISTANT:
+            native = _native_call(text, call_id)
+            if native is not None:
+                wire.append(native)
+                sent_calls.add(call_id)
+                continue
+        if call_id is not None and message.role is Role.TOOL:
+            if call_id in sent_calls:
+                wire.append({"role": "tool", "tool_call_id": call_id, "content": text})
+                continue
+            wire.append({"role": Role.USER.value, "content": text})
+            continue
+        wire.append({"role": message.role.value, "content": text})
+    return wire
+
+
+def _native_call(text: str, call_id: str) -> dict[str, Any] | None:
+    found = parse_tool_calls(text)
+    if found.problem is not None or len(found.calls) != 1:
+        return None
+    (call,) = found.calls
+    arguments = (
+        call.arguments
+        if isinstance(call.arguments, str)
+        else json.dumps(dict(call.arguments), ensure_ascii=False)
+    )
     return {
-        "role": message.role.value,
-        "content": "".join(block.text for block in message.content),
+        "role": Role.ASSISTANT.value,
+        "content": found.content or None,
+        "tool_calls": [
+            {
+                "id": call_id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": arguments},
+            }
+        ],
     }
 
 
@@ -107,6 +154,35 @@ def _check_int(name: str, value: int | None) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ConfigurationError(
             f"GatewayModelClient {name} must be an int or None, got {value!r}."
+        )
+
+
+def _check_tool_options(
+    tool_choice: object, parallel_tool_calls: object, body_extra: Mapping[str, object]
+) -> None:
+    if tool_choice is not None:
+        if not isinstance(tool_choice, str | Mapping) or tool_choice == "":
+            raise ConfigurationError(
+                f"GatewayModelClient tool_choice must be a non-empty string ('auto', 'required', "
+                f"'none') or a mapping (e.g. {{'type': 'function', 'function': {{'name': "
+                f"'read_file'}}}}), or None, got {tool_choice!r}."
+            )
+        if "tool_choice" in body_extra:
+            raise ConfigurationError(
+                "GatewayModelClient got tool_choice both as an argument and in extra_body; "
+                "pass it once (the tool_choice argument)."
+            )
+        try:
+            json.dumps(tool_choice)
+        except (TypeError, ValueError) as error:
+            raise ConfigurationError(
+                f"GatewayModelClient tool_choice must be JSON-serializable: {error}."
+            ) from None
+    if parallel_tool_calls is not None and not isinstance(parallel_tool_calls, bool):
+        raise ConfigurationError(
+            "GatewayModelClient parallel_tool_calls must be False (the default: ask for at most "
+            "one call per reply), True, or None (send nothing, for servers that reject the "
+            f"field), got {parallel_tool_calls!r}."
         )
 
 
@@ -150,7 +226,13 @@ class GatewayModelClient:
 
     ``native_tools=True`` sends the call's tools (``ModelCall.tools``: the request's current
     tools) as the body's ``tools`` list, for models trained on native tool calls; tool calls in
-    the reply are always kept (see :mod:`polyloop.adapters.tool_calls`). ``stream=True`` reads
+    the reply are always kept (see :mod:`polyloop.adapters.tool_calls`). Beside the tools go
+    ``tool_choice`` when given (llama.cpp's server ignores ``tools`` unless it is sent) and
+    ``parallel_tool_calls``: ``False`` by default, asking for at most one call per reply since
+    a step executes one action (design 0045); ``None`` sends nothing, for servers that reject
+    the field. Neither is sent in a request without tools. ``parameters()`` reports
+    ``tool_choice`` when given and ``parallel_tool_calls`` when not the default, so snapshots
+    recorded before these options existed stay valid. ``stream=True`` reads
     the reply as server-sent events (``stream_usage`` also asks for the usage chunk).
     ``fail_on_finish_reasons`` names finish reasons (``"length"``, ``"content_filter"``) that
     raise :class:`GatewayFinishReasonError` instead of returning the reply.
@@ -190,6 +272,8 @@ class GatewayModelClient:
         stream_usage: bool = True,
         deadline: float | None = None,
         fail_on_finish_reasons: Collection[str] = (),
+        tool_choice: str | Mapping[str, object] | None = None,
+        parallel_tool_calls: bool | None = False,
     ) -> None:
         if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
             raise ConfigurationError(
@@ -241,8 +325,10 @@ class GatewayModelClient:
         if clash:
             raise ConfigurationError(
                 f"GatewayModelClient extra_body may not set {clash}: the client owns those fields "
-                "(use native_tools=True to send the request's tools)."
+                "(use native_tools=True to send the request's tools, and parallel_tool_calls= "
+                "to choose what is asked of the server)."
             )
+        _check_tool_options(tool_choice, parallel_tool_calls, body_extra)
         try:
             json.dumps(body_extra)
         except (TypeError, ValueError) as error:
@@ -274,6 +360,12 @@ class GatewayModelClient:
         self._stream: Final = bool(stream)
         self._stream_usage: Final = bool(stream_usage)
         self._fail_on: Final = frozenset(fail_on_finish_reasons)
+        self._tool_choice: Final = (
+            tool_choice
+            if tool_choice is None or isinstance(tool_choice, str)
+            else dict(tool_choice)
+        )
+        self._parallel_tool_calls: Final = parallel_tool_calls
         sampling: dict[str, object] = {
             "temperature": temperature,
             "top_p": top_p,
@@ -379,12 +471,16 @@ class GatewayModelClient:
             params["native_tools"] = "true"
         if self._fail_on:
             params["fail_on_finish_reasons"] = _ascii_json(sorted(self._fail_on))
+        if self._tool_choice is not None:
+            params["tool_choice"] = _ascii_json(self._tool_choice)
+        if self._parallel_tool_calls is not False:
+            params["parallel_tool_calls"] = "unset" if self._parallel_tool_calls is None else "true"
         return params
 
     def _body(self, call: ModelCall) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": self._model,
-            "messages": [_message_to_wire(message) for message in call.messages],
+            "messages": _messages_to_wire(call.messages),
             "stream": self._stream,
         }
         if self._stream and self._stream_usage:
@@ -397,6 +493,11 @@ class GatewayModelClient:
             body["metadata"] = dict(call.binding)
         if self._native_tools and call.tools:
             body["tools"] = [{"type": "function", "function": dict(tool)} for tool in call.tools]
+            # Only beside tools: OpenAI refuses both fields in a request without tools.
+            if self._tool_choice is not None:
+                body["tool_choice"] = self._tool_choice
+            if self._parallel_tool_calls is not None:
+                body["parallel_tool_calls"] = self._parallel_tool_calls
         return body
 
     def _call_headers(self, call: ModelCall) -> dict[str, str]:

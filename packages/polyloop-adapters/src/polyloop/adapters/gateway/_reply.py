@@ -7,8 +7,13 @@ reply either way. The rules (also in the package docstring):
 - ``content``: a string as is; a list of parts has its ``text`` (and ``refusal``) parts joined
   without separator, and any other part written as ``[<type> part not shown]``; ``null`` is
   ``""``. When there is no text but a ``refusal``, the refusal is the content. Native tool
-  calls (``tool_calls``, or the older ``function_call``) follow in the canonical text form of
-  :mod:`polyloop.adapters.tool_calls`.
+  calls follow in the canonical text form of :mod:`polyloop.adapters.tool_calls`: the
+  ``tool_calls`` list, or, only when the reply carries no ``tool_calls`` entry at all, the
+  older single ``function_call``. A server that sends both (llama-cpp-python 0.3.x, some
+  proxies) sends the same call twice, and its ``function_call`` copy may be malformed: the
+  ``tool_calls`` list wins and the copy is dropped, so one call is never read as two. A
+  streamed call's name is read once: a delta repeating the name read so far (llama-cpp-python
+  repeats it in every delta) adds nothing.
 - ``thinking``: ``reasoning_content``, else ``reasoning``.
 - ``call_id``: the response ``id`` (``None`` when missing or empty).
 - ``finish_reason``: ``choices[0].finish_reason`` (``None`` when missing or empty).
@@ -27,9 +32,6 @@ from polyloop.adapters.tool_calls import ReplyToolCall, render_tool_calls
 from polyloop.types import ModelReply
 
 __all__ = ["ReplyDraft", "flat_usage"]
-
-#: Where the older single ``function_call`` is kept among the tool calls (before them all).
-_FUNCTION_CALL_INDEX = -1
 
 
 def flat_usage(value: object, prefix: str = "") -> dict[str, int]:
@@ -94,6 +96,8 @@ class ReplyDraft:
     reasoning: list[str] = field(default_factory=list)
     refusal: list[str] = field(default_factory=list)
     tool_calls: dict[int, _ToolCallDraft] = field(default_factory=dict)
+    #: The older single ``function_call``, read only when no ``tool_calls`` entry came.
+    function_call: _ToolCallDraft | None = None
     finish_reason: str | None = None
     usage: dict[str, int] | None = None
 
@@ -177,33 +181,29 @@ class ReplyDraft:
                 if not isinstance(call, Mapping):
                     return f"'{where}.tool_calls[{position}]' is not an object"
                 index = call.get("index")
-                self._add_function(
-                    call.get("function"), index if isinstance(index, int) else position
+                key = index if isinstance(index, int) and not isinstance(index, bool) else position
+                _add_function(
+                    self.tool_calls.setdefault(key, _ToolCallDraft()), call.get("function")
                 )
         elif calls is not None:
             return f"'{where}.tool_calls' is {type(calls).__name__}, not a list"
         if isinstance(message.get("function_call"), Mapping):
-            self._add_function(message["function_call"], _FUNCTION_CALL_INDEX)
+            if self.function_call is None:
+                self.function_call = _ToolCallDraft()
+            _add_function(self.function_call, message["function_call"])
         return None
-
-    def _add_function(self, function: object, index: int) -> None:
-        draft = self.tool_calls.setdefault(index, _ToolCallDraft())
-        if not isinstance(function, Mapping):
-            return
-        name = function.get("name")
-        if isinstance(name, str):
-            draft.name.append(name)
-        arguments = function.get("arguments")
-        if isinstance(arguments, str):
-            draft.arguments.append(arguments)
-        elif isinstance(arguments, Mapping):
-            draft.arguments_object = arguments
 
     # -- the result ---------------------------------------------------------------------
 
+    def calls(self) -> list[ReplyToolCall]:
+        """The tool calls in order: the ``tool_calls`` entries, else the ``function_call``."""
+        if self.tool_calls:
+            return [self.tool_calls[index].call() for index in sorted(self.tool_calls)]
+        return [] if self.function_call is None else [self.function_call.call()]
+
     def reply(self) -> ModelReply:
         text = "".join(self.text) or "".join(self.refusal)
-        calls = [self.tool_calls[index].call() for index in sorted(self.tool_calls)]
+        calls = self.calls()
         return ModelReply(
             call_id=self.call_id,
             content=render_tool_calls(text, calls),
@@ -211,3 +211,17 @@ class ReplyDraft:
             finish_reason=self.finish_reason,
             usage=self.usage,
         )
+
+
+def _add_function(draft: _ToolCallDraft, function: object) -> None:
+    if not isinstance(function, Mapping):
+        return
+    name = function.get("name")
+    # OpenAI sends a streamed call's name once; llama-cpp-python repeats it in every delta.
+    if isinstance(name, str) and name != "".join(draft.name):
+        draft.name.append(name)
+    arguments = function.get("arguments")
+    if isinstance(arguments, str):
+        draft.arguments.append(arguments)
+    elif isinstance(arguments, Mapping):
+        draft.arguments_object = arguments

@@ -7,17 +7,15 @@ their fields only, so this package does not depend on ``polyloop-batch``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Protocol
 
 from opentelemetry import metrics
-from opentelemetry.metrics import CallbackOptions, Observation
 
 from polyloop.adapters.otel import _names as n
+from polyloop.adapters.otel._counts import Key, key, shared_counts
 
 __all__ = ["BatchMetrics"]
 
-_SCOPE = "polyloop.adapters.otel"
 #: Episode status (``EpisodeStatus`` values) → the outcome a dashboard groups by.
 _OUTCOMES = {
     "ran": "done",
@@ -52,48 +50,39 @@ class BatchMetrics:
     measurement (``polyloop.batch.name``), so one dashboard can tell batches apart.
     """
 
-    __slots__ = ("_attributes", "_episodes", "_rate", "_steps")
+    __slots__ = ("_episodes", "_key", "_name", "_rate", "_steps")
 
     def __init__(
         self, meter_provider: metrics.MeterProvider | None = None, *, batch: str = "batch"
     ) -> None:
         if not isinstance(batch, str) or not batch:
             raise ValueError(f"batch must be a non-empty string naming the pass, got {batch!r}.")
-        meter = metrics.get_meter(_SCOPE, meter_provider=meter_provider)
-        self._attributes = {"polyloop.batch.name": batch}
-        self._episodes = meter.create_counter(
+        counts = shared_counts(meter_provider)
+        self._name = batch
+        self._key: Key = (("polyloop.batch.name", batch),)
+        self._episodes = counts.counter(
             n.BATCH_EPISODES_METRIC,
-            unit="{episode}",
-            description="Episodes of a batch pass, by outcome (done, failed, parked) and status.",
+            "{episode}",
+            "Episodes of a batch pass, by outcome (done, failed, parked) and status.",
         )
-        self._steps = meter.create_counter(
-            n.BATCH_STEPS_METRIC,
-            unit="{step}",
-            description="Steps of the episodes a batch pass ran or resumed.",
+        self._steps = counts.counter(
+            n.BATCH_STEPS_METRIC, "{step}", "Steps of the episodes a batch pass ran or resumed."
         )
-        self._rate: float | None = None
-        meter.create_observable_gauge(
-            n.BATCH_STEP_RATE_METRIC,
-            callbacks=[self._observe_rate],
-            unit="{step}/s",
-            description="Steps per second of the batch pass so far.",
+        self._rate = counts.gauge(
+            n.BATCH_STEP_RATE_METRIC, "{step}/s", "Steps per second of the batch pass so far."
         )
 
     def __call__(self, report: _Report, tally: _Tally) -> None:
         status = str(report.status)
-        attributes = {
-            **self._attributes,
+        attributes: dict[str, str] = {
+            "polyloop.batch.name": self._name,
             n.EPISODE_OUTCOME: _OUTCOMES.get(status, "failed"),
             "polyloop.batch.status": status,
         }
         if report.stop_reason is not None:
             attributes[n.STOP_REASON] = report.stop_reason
-        self._episodes.add(1, attributes)
+        episodes = key(attributes)
+        self._episodes[episodes] = self._episodes.get(episodes, 0) + 1
         if status in ("ran", "resumed") and report.steps:
-            self._steps.add(report.steps, self._attributes)
-        self._rate = tally.steps_per_second
-
-    def _observe_rate(self, options: CallbackOptions) -> Iterable[Observation]:
-        if self._rate is None:
-            return ()
-        return (Observation(self._rate, self._attributes),)
+            self._steps[self._key] = self._steps.get(self._key, 0) + report.steps
+        self._rate[self._key] = tally.steps_per_second

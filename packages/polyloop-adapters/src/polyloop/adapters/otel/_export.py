@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Mapping, Sequence
 
 from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
@@ -58,7 +59,7 @@ def _signal_url(endpoint: str, path: str) -> str:
     if not endpoint.startswith(("http://", "https://")):
         raise ConfigurationError(
             f"The OTLP endpoint must be an http:// or https:// URL (OTLP/HTTP, e.g. "
-            f"'http://127.0.0.1:4318'), got {endpoint!r}."
+            f"'http://127.0.0.1:4318'), got {endpoint.rpartition('@')[2]!r}."
         )
     return endpoint.rstrip("/") + path
 
@@ -98,6 +99,19 @@ class OtlpTelemetry:
         ):
             if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
                 raise ConfigurationError(f"{name} must be a number > 0, got {value!r}.")
+        if not isinstance(service_name, str) or not service_name:
+            raise ConfigurationError(
+                f"service_name must be a non-empty string naming the service in the traces, "
+                f"got {service_name!r}."
+            )
+        if headers is not None and not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in headers.items()
+        ):
+            names = sorted(repr(k) for k in headers)
+            raise ConfigurationError(
+                "headers must map strings to strings (e.g. {'Authorization': 'Basic …'}); "
+                f"check the values of {', '.join(names)} (not shown: they may be secrets)."
+            )
         resource = Resource.create({SERVICE_NAME: service_name})
         header_map = None if headers is None else dict(headers)
         span_exporter = OTLPSpanExporter(
@@ -106,6 +120,7 @@ class OtlpTelemetry:
             timeout=export_timeout_seconds,
         )
         self._spans = CountingSpanExporter(span_exporter)
+        self._sinks: weakref.WeakSet[OpenTelemetryEventSink] = weakref.WeakSet()
         self.tracer_provider = TracerProvider(resource=resource)
         self.tracer_provider.add_span_processor(
             BatchSpanProcessor(
@@ -144,13 +159,15 @@ class OtlpTelemetry:
         self, *, capture_content: bool = False, agent_name: str = "polyloop"
     ) -> OpenTelemetryEventSink:
         """A sink on these providers; its ``emit`` reports failed exports as delivery failures."""
-        return OpenTelemetryEventSink(
+        sink = OpenTelemetryEventSink(
             tracer_provider=self.tracer_provider,
             meter_provider=self.meter_provider,
             capture_content=capture_content,
             agent_name=agent_name,
             export_failures=lambda: self._spans.failures,
         )
+        self._sinks.add(sink)
+        return sink
 
     def batch_metrics(self, *, batch: str = "batch") -> BatchMetrics:
         """A ``run_batch`` report observer measuring on this meter provider."""
@@ -164,6 +181,9 @@ class OtlpTelemetry:
         return spans and measurements
 
     def shutdown(self) -> None:
-        """Send what is queued and stop the export threads."""
+        """End the invocation spans of runs that raised instead of finishing (as errors), send
+        what is queued, and stop the export threads."""
+        for sink in list(self._sinks):
+            sink.end_open_invocations()
         self.tracer_provider.shutdown()
         self.meter_provider.shutdown()

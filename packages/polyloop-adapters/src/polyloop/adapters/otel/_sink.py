@@ -28,6 +28,7 @@ from opentelemetry.context import Context
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from polyloop.adapters.otel import _names as n
+from polyloop.adapters.otel._counts import Key, shared_counts
 from polyloop.adapters.otel._ids import run_context
 from polyloop.ports import Event, EventKind
 from polyloop.types import (
@@ -63,8 +64,8 @@ _TOKEN_TYPES: Mapping[str, str] = {
     n.GEN_AI.GEN_AI_USAGE_INPUT_TOKENS: n.TOKEN_INPUT,
     n.GEN_AI.GEN_AI_USAGE_OUTPUT_TOKENS: n.TOKEN_OUTPUT,
 }
-_PARSED: Mapping[str, bool] = {n.PARSE_OK: True}
-_NOT_PARSED: Mapping[str, bool] = {n.PARSE_OK: False}
+_PARSED: Key = ((n.PARSE_OK, True),)
+_NOT_PARSED: Key = ((n.PARSE_OK, False),)
 _ERROR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]{0,99}")
 
 _REPLAY_MOVES = {
@@ -128,6 +129,7 @@ class OpenTelemetryEventSink:
     """
 
     __slots__ = (
+        "__weakref__",
         "_actions",
         "_agent_name",
         "_capture_content",
@@ -157,19 +159,15 @@ class OpenTelemetryEventSink:
         if not isinstance(agent_name, str) or not agent_name:
             raise ValueError(f"agent_name must be a non-empty string, got {agent_name!r}.")
         self._tracer = trace.get_tracer(_SCOPE, tracer_provider=tracer_provider)
-        meter = metrics.get_meter(_SCOPE, meter_provider=meter_provider)
-        self._steps = meter.create_counter(
-            n.STEPS_METRIC, unit="{step}", description="Steps recorded, by parse outcome."
+        counts = shared_counts(meter_provider)
+        self._steps = counts.counter(n.STEPS_METRIC, "{step}", "Steps recorded, by parse outcome.")
+        self._actions = counts.counter(
+            n.ACTIONS_METRIC, "{action}", "Actions attempted, by outcome."
         )
-        self._actions = meter.create_counter(
-            n.ACTIONS_METRIC, unit="{action}", description="Actions attempted, by outcome."
+        self._runs = counts.counter(
+            n.RUNS_METRIC, "{invocation}", "Run invocations that ended, by stop reason."
         )
-        self._runs = meter.create_counter(
-            n.RUNS_METRIC,
-            unit="{invocation}",
-            description="Run invocations that ended, by stop reason.",
-        )
-        self._tokens = n.create_token_usage(meter)
+        self._tokens = n.create_token_usage(counts.meter)
         self._capture_content = capture_content
         self._agent_name = agent_name
         self._export_failures = export_failures
@@ -308,7 +306,8 @@ class OpenTelemetryEventSink:
         self._chat(invocation, event.run_id, step, event.model_result, started, model_mark)
         if step.action is not None:
             self._tool(invocation, event.run_id, step, started, action_mark)
-        self._steps.add(1, _PARSED if step.parse_ok else _NOT_PARSED)
+        steps, parsed = self._steps, _PARSED if step.parse_ok else _NOT_PARSED
+        steps[parsed] = steps.get(parsed, 0) + 1
 
     def _chat_name(self, invocation: _Invocation) -> str:
         return f"{n.CHAT} {invocation.model}" if invocation.model else n.CHAT
@@ -417,7 +416,8 @@ class OpenTelemetryEventSink:
             span.set_attribute(n.ERROR_TYPE, StopReason.ENV_ERROR.value)
             span.set_status(Status(StatusCode.ERROR, StopReason.ENV_ERROR.value))
         span.end()
-        self._actions.add(1, {n.OUTCOME: outcome})
+        actions, outcome_key = self._actions, ((n.OUTCOME, outcome),)
+        actions[outcome_key] = actions.get(outcome_key, 0) + 1
 
     def _run_finished(self, event: Event) -> None:
         invocation = self._open.pop(event.run_id, None)
@@ -430,7 +430,8 @@ class OpenTelemetryEventSink:
             span.set_attribute(n.ERROR_TYPE, result.stop_reason.value)
             span.set_status(Status(StatusCode.ERROR, result.stop_reason.value))
         span.end()
-        self._runs.add(1, {n.STOP_REASON: result.stop_reason.value})
+        runs, reason = self._runs, ((n.STOP_REASON, result.stop_reason.value),)
+        runs[reason] = runs.get(reason, 0) + 1
 
     def _finish_attributes(self, span: Span, invocation: _Invocation, result: RunResult) -> None:
         steps = len(result.steps)

@@ -1,0 +1,187 @@
+"""``polyloop view``: a run's trajectory as one self-contained HTML page, or every run of a store
+as a list of pages (design 0048). The pages are :mod:`polyloop_cli.view_page`'s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import re
+from pathlib import Path
+
+import click
+
+from polyloop.ports import RunLog
+from polyloop_cli.errors import CliError, ExitCode, shown_id
+from polyloop_cli.inspection import run_summary
+from polyloop_cli.invocation import suggest
+from polyloop_cli.render import Output
+from polyloop_cli.stores import (
+    StoreUrl,
+    damaged_message,
+    default_store_url,
+    list_run_ids,
+    open_store,
+    parse_store_url,
+    read_run,
+    salvage,
+)
+from polyloop_cli.view_page import RunEntry, RunPage, index_page, run_page, run_tokens
+
+__all__ = ["page_name", "view"]
+
+#: The page of every run lives here, under the directory of ``view --all``.
+RUNS_DIRECTORY = "runs"
+
+
+def page_name(run_id: str) -> str:
+    """A file name for ``run_id``'s page: its safe characters, then a digest (any run_id)."""
+    slug = re.sub(r"[^A-Za-z0-9_-]+", "-", run_id)[:40].strip("-") or "run"
+    digest = hashlib.sha256(run_id.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    return f"{slug}.{digest}.html"
+
+
+def _write(path: Path, html: str) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f".{path.name}.partial")
+        partial.write_text(html, encoding="utf-8")
+        os.replace(partial, path)
+    except OSError as error:
+        raise CliError(
+            ExitCode.STORE_UNREADABLE,
+            f"cannot write {path} ({error.strerror}); choose a writable -o path.",
+        ) from None
+
+
+async def _read(url: StoreUrl, run_id: str, advice: str) -> RunPage:
+    async with open_store(url, missing_advice=advice) as store:
+        read = await read_run(store, url, run_id)
+        if read.damage is None:
+            return RunPage(run_id, read.log, str(url))
+        saved = await salvage(store, url, run_id)
+        return RunPage(run_id, saved.log, str(url), read.damage, saved.unreadable)
+
+
+async def _write_all(
+    url: StoreUrl, directory: Path, advice: str
+) -> tuple[int, list[str], list[str]]:
+    """Every run's page and the list; returns (runs, damaged run ids, unreadable units)."""
+    entries: list[RunEntry] = []
+    damaged: list[str] = []
+    async with open_store(url, missing_advice=advice) as store:
+        listing = await list_run_ids(store, url)
+        for run_id in listing.run_ids:
+            read = await read_run(store, url, run_id)
+            page = RunPage(run_id, read.log, str(url), index_href="../index.html")
+            if read.damage is not None:
+                damaged.append(run_id)
+                saved = await salvage(store, url, run_id)
+                page = RunPage(
+                    run_id, saved.log, str(url), read.damage, saved.unreadable, "../index.html"
+                )
+            name = f"{RUNS_DIRECTORY}/{page_name(run_id)}"
+            await asyncio.to_thread(_write, directory / name, run_page(page))
+            summary = run_summary(run_id, page.log, page.damage)
+            entries.append(
+                RunEntry(
+                    run_id,
+                    summary["status"],
+                    summary["stop_reason"],
+                    None if page.log == RunLog() else len(page.log.steps),
+                    run_tokens(page.log),
+                    summary["model"],
+                    name,
+                )
+            )
+    unreadable = list(listing.unreadable)
+    await asyncio.to_thread(
+        _write, directory / "index.html", index_page(str(url), entries, unreadable)
+    )
+    return len(entries), damaged, unreadable
+
+
+@click.command()
+@click.argument("run_id", required=False)
+@click.option(
+    "--all", "every", is_flag=True, help="Every run: a list page linking to one page per run."
+)
+@click.option(
+    "--output",
+    "-o",
+    "output_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="The page to write (default ./<run>.html); with --all, a directory (default "
+    "./polyloop-view) that gets index.html and runs/.",
+)
+@click.option(
+    "--store",
+    "store",
+    metavar="URL",
+    default=None,
+    help="Store URL, as for `polyloop runs` (default: $POLYLOOP_STORE, else the demo store).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON summary instead of a line.")
+def view(
+    run_id: str | None, every: bool, output_path: Path | None, store: str | None, as_json: bool
+) -> None:
+    """Write a run's trajectory as one HTML page that opens from disk (no network): every
+    step's reply, decision, action, observation and intents, the stop reason and why, the
+    parameter snapshot; keyboard navigation (j/k). --all: every run of the store, listed.
+    """
+    if (run_id is None) == (not every):
+        raise click.UsageError("give either a RUN_ID or --all (not both, not neither).")
+    url = parse_store_url(store if store is not None else default_store_url())
+    option = () if store is None else ("--store", str(url))
+    advice = (
+        "pass --store with the path of an existing store."
+        if store is not None
+        else f"run `{suggest('demo')}` to create the demo store, or pass --store."
+    )
+    output = Output(as_json=as_json)
+    if run_id is None:
+        directory = output_path or Path("polyloop-view")
+        if directory.exists() and not directory.is_dir():
+            raise CliError(
+                ExitCode.USAGE,
+                f"{directory} is a file; with --all, -o names a directory for the pages.",
+            )
+        count, damaged, unreadable = asyncio.run(_write_all(url, directory, advice))
+        index = directory / "index.html"
+        if as_json:
+            output.json({"store": str(url), "runs": count, "output": str(index)})
+        else:
+            output.line(f"wrote the pages of {count} runs; open {index}")
+        if damaged or unreadable:
+            raise CliError(
+                ExitCode.CORRUPT_LOG,
+                f"{len(damaged)} run(s) and {len(unreadable)} run file(s) could not be read "
+                f"whole; their pages show what could; `{suggest('verify', '--all', *option)}` "
+                "names the bad records.",
+            )
+        return
+    page = asyncio.run(_read(url, run_id, advice))
+    if page.damage is None and page.log == RunLog():
+        raise CliError(
+            ExitCode.RUN_NOT_FOUND,
+            f"no run {shown_id(run_id)} in the {url.kind} store at {url.location}; list the "
+            f"runs with `{suggest('runs', *option)}`.",
+        )
+    path = output_path or Path(page_name(run_id))
+    _write(path, run_page(page))
+    if as_json:
+        output.json(
+            {"store": str(url), "run_id": run_id, "steps": len(page.log.steps), "output": str(path)}
+        )
+    else:
+        output.line(f"wrote {path} ({len(page.log.steps)} steps); open it in a browser.")
+    if page.damage is not None:
+        raise CliError(
+            ExitCode.CORRUPT_LOG,
+            damaged_message(
+                run_id, url, f"the page shows the {len(page.log.steps)} step(s) that could be read."
+            ),
+            detail=page.damage,
+        )

@@ -1,0 +1,242 @@
+"""RunStore contract, asking a person: for stores that implement ``polyloop.ports.UserAsking``.
+
+A gated run (design 0037) writes ``UserAsked`` before a gated action's intent and
+``UserAnswered`` once a person decided. The capability is decided structurally: a store that
+does not implement it skips these rules with one report line saying so (gated runs are then
+refused on it at start, every other run keeps working); a store may also declare capability
+``user_asking`` off. Each failure message starts with ``RunStore rule '<rule>'``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from polyloop.asking import Verdict
+from polyloop.errors import DuplicateRecordError
+from polyloop.ports import RunLog, RunStore, UserAsking
+from polyloop_contract import _report
+from polyloop_contract._checks import Rule, shown
+from polyloop_contract._records import (
+    LogRecord,
+    approved_writes,
+    expected_log,
+    full_run,
+    run_started,
+    step_writes,
+    user_answered,
+    user_asked,
+    write,
+)
+from polyloop_contract.capabilities import StoreCapabilities
+from polyloop_contract.fixtures import StoreFactory
+from polyloop_contract.suites import _store_support
+from polyloop_contract.suites._store_support import (
+    SEAM,
+    MakeStore,
+    Reopen,
+    StoreScope,
+    aio,
+    make_store_maker,
+    param_suffix,
+    require_capability,
+)
+
+#: The fixtures every store suite shares (pytest finds a fixture by its name in the module).
+reopen = _store_support.reopen
+store_scope = _store_support.store_scope
+
+
+def _asking(request: pytest.FixtureRequest, store: RunStore) -> UserAsking:
+    """``store`` as a UserAsking store, or skip the rule (noted once in the report)."""
+    if isinstance(store, UserAsking):
+        return store
+    message = (
+        f"RunStore asking rules did not apply{param_suffix(request)}: "
+        f"{type(store).__name__} does not implement polyloop.ports.UserAsking, so runs that "
+        "wait for a person are refused on it at start (every other run is unaffected)"
+    )
+    _report.note(request.config, f"NOT APPLICABLE {message}")
+    pytest.skip(message)
+
+
+@pytest.fixture
+def asking_store(
+    request: pytest.FixtureRequest,
+    polyloop_store_factory: StoreFactory,
+    polyloop_store_capabilities: StoreCapabilities,
+    store_scope: StoreScope,
+) -> MakeStore:
+    require_capability(request, polyloop_store_capabilities, "user_asking")
+    make = make_store_maker(polyloop_store_factory, store_scope)
+
+    async def make_asking() -> RunStore:
+        store = await make()
+        _asking(request, store)
+        return store
+
+    return make_asking
+
+
+def _gated_run(run_id: str) -> list[LogRecord]:
+    """A run whose step 1 was asked about and approved, and whose step 3 waits for a person."""
+    records: list[LogRecord] = [
+        run_started(run_id, **{"request.tools.search.requires_approval": "true"})
+    ]
+    records += step_writes(run_id, 0).records
+    records += approved_writes(run_id, 1)
+    records += step_writes(run_id, 2).records
+    tail = list(step_writes(run_id, 3).records)
+    records += [*tail[:2], user_asked(run_id, 3)]
+    return records
+
+
+async def _write_all(rule: Rule, store: RunStore, records: list[LogRecord]) -> None:
+    for number, record in enumerate(records, start=1):
+        await rule.call(
+            f"write #{number} ({type(record).__name__}) of run {shown(record.run_id)}",
+            write(store, record),
+        )
+
+
+async def _read(rule: Rule, store: RunStore, run_id: str, whom: str) -> RunLog:
+    return await rule.call(f"read_log({shown(run_id)}) on {whom}", store.read_log(run_id))
+
+
+def _check_log(rule: Rule, got: RunLog, want: RunLog, whom: str) -> None:
+    for name in ("asks", "answers", "intents", "steps"):
+        rule.check(
+            getattr(got, name) == getattr(want, name),
+            f"read_log on {whom}: RunLog.{name} is {shown(getattr(got, name), 300)}, but the "
+            f"records written were {shown(getattr(want, name), 300)} (in write order)",
+        )
+    rule.check(got == want, f"read_log on {whom} does not equal the records written")
+
+
+async def _refused_duplicate(rule: Rule, store: RunStore, record: LogRecord, what: str) -> None:
+    try:
+        await asyncio.wait_for(write(store, record), 30)
+    except DuplicateRecordError:
+        return
+    except Exception as error:
+        rule.fail(
+            f"a second {what} raised {type(error).__name__}: {error}; it must raise "
+            "polyloop.errors.DuplicateRecordError and keep the first"
+        )
+    rule.fail(
+        f"a second {what} was accepted; it must be refused with DuplicateRecordError (a "
+        "decision is given once: a second one would let a run act twice on one ask)"
+    )
+
+
+# ---------------------------------------------------------------------------
+# The rules
+# ---------------------------------------------------------------------------
+
+
+@aio
+async def test_asks_and_answers_read_back_in_write_order(
+    asking_store: MakeStore, reopen: Reopen
+) -> None:
+    """UserAsked and UserAnswered come back in RunLog.asks/answers, equal and in write order,
+    through the store that wrote them and through a second object on the same storage; a run
+    that asked nothing reads back with both empty."""
+    rule = Rule(SEAM, "asks and answers read back in write order")
+    store = await asking_store()
+    records = _gated_run("gated")
+    plain = full_run("plain", 2)
+    await _write_all(rule, store, records)
+    await _write_all(rule, store, plain)
+    want = expected_log(records)
+    _check_log(
+        rule, await _read(rule, store, "gated", "the writing store"), want, "the writing store"
+    )
+    again = await reopen(store)
+    _check_log(
+        rule,
+        await _read(rule, again, "gated", "a second store object"),
+        want,
+        "a second store object",
+    )
+    other = await _read(rule, again, "plain", "a second store object")
+    rule.check(
+        other.asks == () and other.answers == () and other == expected_log(plain),
+        "read_log('plain') of a run that asked nothing holds asks/answers or differs from what "
+        "was written; the records of one run never show in another",
+    )
+
+
+@aio
+async def test_a_second_ask_of_a_step_is_refused(asking_store: MakeStore) -> None:
+    """A second UserAsked for the same step is refused with DuplicateRecordError, and the log
+    is unchanged."""
+    rule = Rule(SEAM, "a second ask of a step is refused")
+    store = await asking_store()
+    records = _gated_run("twice-asked")
+    await _write_all(rule, store, records)
+    await _refused_duplicate(rule, store, user_asked("twice-asked", 3), "UserAsked of step 3")
+    _check_log(
+        rule,
+        await _read(rule, store, "twice-asked", "the store"),
+        expected_log(records),
+        "the store",
+    )
+
+
+@aio
+async def test_a_second_decision_for_one_ask_is_refused(
+    asking_store: MakeStore, reopen: Reopen
+) -> None:
+    """A second UserAnswered for one ask is refused (also through a second store object), and
+    the first decision stands."""
+    rule = Rule(SEAM, "a decision is given once")
+    store = await asking_store()
+    records = _gated_run("decided")
+    first = user_answered(user_asked("decided", 3))
+    await _write_all(rule, store, [*records, first])
+    second = user_answered(user_asked("decided", 3), Verdict.REJECT, reason="changed my mind")
+    await _refused_duplicate(rule, store, second, "UserAnswered of step 3 (same store)")
+    other = await reopen(store)
+    await _refused_duplicate(rule, other, second, "UserAnswered of step 3 (second store object)")
+    log = await _read(rule, other, "decided", "a second store object")
+    rule.check(
+        log.answers[-1:] == (first,),
+        f"after a refused second decision the log's last answer is {shown(log.answers[-1:])}; "
+        "the first decision must stand",
+    )
+
+
+@aio
+async def test_two_deciders_at_once_one_wins(asking_store: MakeStore, reopen: Reopen) -> None:
+    """Two store objects write a decision for the same ask at the same moment: exactly one is
+    stored, the other gets DuplicateRecordError."""
+    rule = Rule(SEAM, "of two simultaneous decisions exactly one wins")
+    store = await asking_store()
+    await _write_all(rule, store, _gated_run("raced"))
+    other = await reopen(store)
+    ask = user_asked("raced", 3)
+    decisions = [
+        user_answered(ask, Verdict.APPROVE),
+        user_answered(ask, Verdict.REJECT, reason="no"),
+    ]
+    outcomes = await asyncio.gather(
+        write(store, decisions[0]), write(other, decisions[1]), return_exceptions=True
+    )
+    refused = [o for o in outcomes if isinstance(o, DuplicateRecordError)]
+    unexpected = [o for o in outcomes if isinstance(o, BaseException) and o not in refused]
+    rule.check(
+        not unexpected,
+        f"a racing decision raised {shown(unexpected)}; only DuplicateRecordError may refuse one",
+    )
+    rule.check(
+        len(refused) == 1,
+        f"{2 - len(refused)} of two simultaneous decisions for one ask were stored; exactly "
+        "one must be, the other refused with DuplicateRecordError",
+    )
+    log = await _read(rule, other, "raced", "a second store object")
+    winner = decisions[outcomes.index(None)]
+    rule.check(
+        log.answers[-1:] == (winner,),
+        "the stored decision is not the one whose write was acknowledged",
+    )

@@ -1,0 +1,345 @@
+"""A person's decision on a parked run's ask: checked against the ask, then recorded once.
+
+:func:`approve`, :func:`edit`, :func:`reject` and :func:`answer` take the run's lease, read
+its log, find the pending ask, refuse a decision bound to anything else (:class:`StaleAskError`
+naming the key) and write one ``UserAnswered`` (design 0037). An in-process host answers
+through ``ask_now`` with a :class:`UserDecision`, checked by the same :func:`decided` rule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from polyloop.asking import (
+    AskKind,
+    UserAnswered,
+    UserAsked,
+    Verdict,
+)
+from polyloop.errors import (
+    AskNotPendingError,
+    ConfigurationError,
+    StaleAskError,
+    ToolCallRejected,
+    UnsupportedStoreError,
+)
+from polyloop.ports import RunLog, RunStore, ToolCall, UserAsking, supports_user_asking
+from polyloop.recovery import answer_to, pending_ask, validate_log
+from polyloop.session._gates import now_iso, tool_digests
+from polyloop.session._lease import check_lease_wait, release_run_lease, take_run_lease
+from polyloop.tools import ToolRegistry, canonical_arguments
+
+__all__ = [
+    "AskHandler",
+    "UserDecision",
+    "answer",
+    "approve",
+    "decided",
+    "edit",
+    "read_pending_ask",
+    "reject",
+    "require_user_asking",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class UserDecision:
+    """A decision handed back by an in-process ``ask_now`` handler (never stored as such: it
+    becomes a ``UserAnswered``). Build it with :meth:`approve`, :meth:`edit`, :meth:`reject`
+    or :meth:`answer`."""
+
+    verdict: Verdict
+    arguments: Mapping[str, object] | None = None
+    reason: str | None = None
+    text: str | None = None
+    decided_by: str = ""
+
+    @classmethod
+    def approve(cls, *, decided_by: str = "") -> UserDecision:
+        return cls(Verdict.APPROVE, decided_by=decided_by)
+
+    @classmethod
+    def edit(cls, arguments: Mapping[str, object], *, decided_by: str = "") -> UserDecision:
+        return cls(Verdict.EDIT, arguments=MappingProxyType(dict(arguments)), decided_by=decided_by)
+
+    @classmethod
+    def reject(cls, reason: str, *, decided_by: str = "") -> UserDecision:
+        return cls(Verdict.REJECT, reason=reason, decided_by=decided_by)
+
+    @classmethod
+    def answer(cls, text: str, *, decided_by: str = "") -> UserDecision:
+        return cls(Verdict.ANSWER, text=text, decided_by=decided_by)
+
+
+#: ``ask_now`` of ``run_or_park``/``resume_or_park``: asked with the pending ask as soon as it
+#: is recorded; a :class:`UserDecision` answers in-process, ``None`` parks the run.
+AskHandler = Callable[[UserAsked], Awaitable[UserDecision | None]]
+
+
+def require_user_asking(store: RunStore, what: str) -> UserAsking:
+    """``store`` as a :class:`UserAsking` store, or :class:`UnsupportedStoreError`."""
+    if not supports_user_asking(store):
+        raise UnsupportedStoreError(
+            f"{what}: the store {type(store).__name__} lacks the UserAsking capability "
+            "(write_user_asked, write_user_answered), so it cannot hold the records of a run "
+            "that waits for a person. Use a store that has it (memory, jsonl, sqlite, "
+            "postgres) or drop requires_approval/asks_user and the approval policy. Nothing "
+            "was written."
+        )
+    assert isinstance(store, UserAsking)
+    return store
+
+
+def _stale(ask: UserAsked, key: str, given: object, recorded: object) -> StaleAskError:
+    return StaleAskError(
+        f"Run {ask.run_id!r}, step {ask.step}: the decision is bound to {key} {given!r}, but "
+        f"the pending ask has {recorded!r}: the action, its tool or the policy changed since "
+        "it was asked. Nothing was written; read the pending ask again (`polyloop pending`) "
+        "and decide on what it shows now.",
+        key=key,
+    )
+
+
+def _check_binding(
+    ask: UserAsked,
+    arguments_sha256: str,
+    schema_sha256: str | None,
+    policy_name: str | None,
+    tools: ToolRegistry | None,
+) -> None:
+    if arguments_sha256 != ask.arguments_sha256:
+        raise _stale(ask, "arguments_sha256", arguments_sha256, ask.arguments_sha256)
+    if schema_sha256 is not None and schema_sha256 != ask.schema_sha256:
+        raise _stale(ask, "schema_sha256", schema_sha256, ask.schema_sha256)
+    if policy_name is not None and policy_name != ask.policy_name:
+        raise _stale(ask, "policy_name", policy_name, ask.policy_name)
+    if tools is not None and ask.tool_name is not None:
+        spec = tools.spec_for(ask.tool_name)
+        if spec is None:
+            raise _stale(ask, "tool_name", None, ask.tool_name)
+        schema, description = tool_digests(spec)
+        if schema != ask.schema_sha256:
+            raise _stale(ask, "schema_sha256", schema, ask.schema_sha256)
+        if description != ask.description_sha256:
+            raise _stale(ask, "description_sha256", description, ask.description_sha256)
+
+
+def decided(ask: UserAsked, decision: UserDecision, tools: ToolRegistry | None) -> UserAnswered:
+    """The ``UserAnswered`` of ``decision`` on ``ask``; refuses one that cannot decide it (a
+    verdict of the wrong kind, an edit the tool's schema rejects)."""
+    verdict = decision.verdict
+    where = f"Run {ask.run_id!r}, step {ask.step}"
+    if not isinstance(verdict, Verdict):
+        raise ConfigurationError(
+            f"{where}: a decision's verdict must be a Verdict, got {verdict!r}."
+        )
+    if ask.kind is AskKind.QUESTION and verdict is not Verdict.ANSWER:
+        raise ConfigurationError(
+            f"{where} asks the user a question; answer it (answer(...)), it cannot be "
+            f"{verdict.value}d."
+        )
+    if ask.kind is AskKind.APPROVAL and verdict is Verdict.ANSWER:
+        raise ConfigurationError(
+            f"{where} waits for an approval; approve, edit or reject it, an answer does not "
+            "decide it."
+        )
+    if not isinstance(decision.decided_by, str):
+        raise ConfigurationError(f"{where}: decided_by must be a string.")
+    arguments_json = reason = text = None
+    if verdict is Verdict.EDIT:
+        if ask.tool_name is None:
+            raise ConfigurationError(
+                f"{where} asks about a tool-less action, which has no arguments to edit; "
+                "approve or reject it."
+            )
+        if tools is None or decision.arguments is None:
+            raise ConfigurationError(f"{where}: an edit needs the new arguments and the tools.")
+        try:
+            tools.validate(ToolCall(ask.tool_name, decision.arguments))
+        except ToolCallRejected as rejected:
+            raise ConfigurationError(
+                f"{where}: the edited arguments are refused like any call would be ({rejected}); "
+                "nothing was written. Give arguments the tool's schema accepts."
+            ) from None
+        arguments_json = canonical_arguments(decision.arguments)
+    elif verdict is Verdict.REJECT:
+        reason = decision.reason
+        if not isinstance(reason, str) or not reason.strip():
+            raise ConfigurationError(
+                f"{where}: a rejection needs a reason; the model reads it to choose what to do."
+            )
+    elif verdict is Verdict.ANSWER:
+        text = decision.text
+        if not isinstance(text, str):
+            raise ConfigurationError(f"{where}: an answer must be a string.")
+    return UserAnswered(
+        run_id=ask.run_id,
+        step=ask.step,
+        verdict=verdict,
+        arguments_sha256=ask.arguments_sha256,
+        arguments_json=arguments_json,
+        reason=reason,
+        answer=text,
+        decided_by=decision.decided_by,
+        decided_at=now_iso(),
+    )
+
+
+def _not_pending(run_id: str, log: RunLog) -> AskNotPendingError:
+    if log.started is None:
+        why = "the store holds no log of it"
+    elif log.finished is not None:
+        why = f"it is finished ({log.finished.result.stop_reason.value})"
+    elif log.asks and answer_to(log, log.asks[-1]) is not None:
+        last = log.asks[-1]
+        decision = answer_to(log, last)
+        assert decision is not None
+        who = f" by {decision.decided_by!r}" if decision.decided_by else ""
+        why = (
+            f"the ask of step {last.step} is already decided ({decision.verdict.value}{who} at "
+            f"{decision.decided_at}); a decision is given once"
+        )
+    else:
+        why = "it waits on no ask"
+    return AskNotPendingError(
+        f"Run {run_id!r} has no pending ask: {why}. Nothing was written; see where it is with "
+        "`polyloop show` (run_status)."
+    )
+
+
+async def read_pending_ask(store: RunStore, run_id: str) -> UserAsked | None:
+    """The ask run ``run_id`` waits on, or ``None`` (read without the lease)."""
+    return pending_ask(await store.read_log(run_id))
+
+
+async def _decide(
+    store: RunStore,
+    run_id: str,
+    decision: UserDecision,
+    *,
+    arguments_sha256: str | None,
+    schema_sha256: str | None,
+    policy_name: str | None,
+    tools: ToolRegistry | None,
+    lease_wait_seconds: float,
+) -> UserAnswered:
+    asking = require_user_asking(store, f"Deciding run {run_id!r}")
+    check_lease_wait(lease_wait_seconds)
+    lease = await take_run_lease(store, run_id, lease_wait_seconds)
+    try:
+        log = await store.read_log(run_id)
+        validate_log(log, run_id)
+        ask = pending_ask(log)
+        if ask is None:
+            raise _not_pending(run_id, log)
+        if arguments_sha256 is not None:
+            _check_binding(ask, arguments_sha256, schema_sha256, policy_name, tools)
+        record = decided(ask, decision, tools)
+        await asking.write_user_answered(record)
+        return record
+    finally:
+        await release_run_lease(lease)
+
+
+async def approve(
+    store: RunStore,
+    run_id: str,
+    *,
+    arguments_sha256: str,
+    decided_by: str = "",
+    schema_sha256: str | None = None,
+    policy_name: str | None = None,
+    tools: ToolRegistry | None = None,
+    lease_wait_seconds: float = 0.0,
+) -> UserAnswered:
+    """Approve the pending ask of ``run_id``, bound to the ``arguments_sha256`` the person saw.
+
+    ``schema_sha256``/``policy_name`` (when given) and ``tools`` (the registry the run is
+    resumed with, when given) are checked against the ask too. Raises
+    :class:`AskNotPendingError`, :class:`StaleAskError` naming the key that differs, or
+    :class:`RunLeaseHeldError` while a driver holds the run. Returns the recorded decision.
+    """
+    return await _decide(
+        store,
+        run_id,
+        UserDecision.approve(decided_by=decided_by),
+        arguments_sha256=arguments_sha256,
+        schema_sha256=schema_sha256,
+        policy_name=policy_name,
+        tools=tools,
+        lease_wait_seconds=lease_wait_seconds,
+    )
+
+
+async def edit(
+    store: RunStore,
+    run_id: str,
+    arguments: Mapping[str, object],
+    *,
+    tools: ToolRegistry,
+    arguments_sha256: str,
+    decided_by: str = "",
+    policy_name: str | None = None,
+    lease_wait_seconds: float = 0.0,
+) -> UserAnswered:
+    """Approve the pending call with other ``arguments``, validated against the tool's schema
+    in ``tools`` (whose schema must still be the one asked about)."""
+    return await _decide(
+        store,
+        run_id,
+        UserDecision.edit(arguments, decided_by=decided_by),
+        arguments_sha256=arguments_sha256,
+        schema_sha256=None,
+        policy_name=policy_name,
+        tools=tools,
+        lease_wait_seconds=lease_wait_seconds,
+    )
+
+
+async def reject(
+    store: RunStore,
+    run_id: str,
+    *,
+    reason: str,
+    arguments_sha256: str,
+    decided_by: str = "",
+    schema_sha256: str | None = None,
+    policy_name: str | None = None,
+    tools: ToolRegistry | None = None,
+    lease_wait_seconds: float = 0.0,
+) -> UserAnswered:
+    """Refuse the pending action; the step ends ``NOT_EXECUTED`` and the model reads
+    ``reason`` through the request's ``rejected_template``."""
+    return await _decide(
+        store,
+        run_id,
+        UserDecision.reject(reason, decided_by=decided_by),
+        arguments_sha256=arguments_sha256,
+        schema_sha256=schema_sha256,
+        policy_name=policy_name,
+        tools=tools,
+        lease_wait_seconds=lease_wait_seconds,
+    )
+
+
+async def answer(
+    store: RunStore,
+    run_id: str,
+    text: str,
+    *,
+    decided_by: str = "",
+    lease_wait_seconds: float = 0.0,
+) -> UserAnswered:
+    """Answer the pending question of ``run_id``; ``text`` becomes that step's observation."""
+    return await _decide(
+        store,
+        run_id,
+        UserDecision.answer(text, decided_by=decided_by),
+        arguments_sha256=None,
+        schema_sha256=None,
+        policy_name=None,
+        tools=None,
+        lease_wait_seconds=lease_wait_seconds,
+    )

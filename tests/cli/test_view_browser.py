@@ -1,0 +1,230 @@
+"""`polyloop view`'s pages in a real headless browser: Debian's ``chromium`` driven by
+playwright's Python package (``executable_path``; no browser is downloaded). The test fails,
+never skips, when chromium is missing: ``.ci/install-system`` installs it.
+
+- the page of a run killed with SIGKILL and resumed (`polyloop demo`) loads with no console
+  error, shows each step, and marks the action resume executed again; a screenshot is kept
+  (its path printed);
+- hostile content (HTML, script tags, ANSI escapes, a 1 MB line) is shown as text, never run;
+- keyboard navigation; the store-wide list filters and links to each page;
+- a 1,000-step run with 20,000-character observations loads and shows every step (its load
+  time is measured by bench/view_bench.py, not here).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, ConsoleMessage, Page, sync_playwright
+
+from polyloop import testing
+from polyloop.types import StopReason
+from polyloop_cli.view import page_name
+from tests.cli._kit import polyloop
+from tests.cli.test_view_command import hostile_records, make_store
+
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    if not CHROMIUM.exists():
+        pytest.fail(
+            f"{CHROMIUM} is missing: install Debian's chromium (`apt-get install -y chromium`, "
+            "as .ci/install-system does)."
+        )
+    with sync_playwright() as driver:
+        # The tests run as root here and in CI, where chromium's sandbox cannot start.
+        launched = driver.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+        yield launched
+        launched.close()
+
+
+class Opened:
+    """A page loaded from disk, with every console error and uncaught exception it raised."""
+
+    def __init__(self, browser: Browser, path: Path) -> None:
+        self.page: Page = browser.new_page(viewport={"width": 1366, "height": 768})
+        self.errors: list[str] = []
+        self.requests: list[str] = []
+        self.page.on("console", self._console)
+        self.page.on("pageerror", lambda error: self.errors.append(f"uncaught: {error}"))
+        self.page.on("request", lambda request: self.requests.append(request.url))
+        self.page.goto(path.as_uri(), wait_until="load")
+
+    def _console(self, message: ConsoleMessage) -> None:
+        if message.type in ("error", "warning"):
+            self.errors.append(f"{message.type}: {message.text}")
+
+
+def _view(env: dict[str, str], url: str, run_id: str, output: Path) -> Path:
+    result = polyloop("view", run_id, "--store", url, "-o", str(output), env=env)
+    assert 0 == result.code, result.stderr
+    return output
+
+
+@pytest.mark.slow
+def test_a_crashed_and_resumed_run_loads_cleanly_and_marks_the_replay(
+    browser: Browser, tmp_path: Path, env: dict[str, str]
+) -> None:
+    """The demo's run A (killed inside the safe lookup_order, resumed): no console error,
+    every step shown, step 0 marked as replayed on resume, no other; a screenshot is kept."""
+    demo = polyloop("demo", "--json", env=env, timeout=120)
+    assert 0 == demo.code, demo.stderr
+    document = demo.json()
+    run_a = document["runs"][0]
+    assert "lookup_order" == run_a["killed_in"]
+    url = document["store"]
+    opened = Opened(browser, _view(env, url, run_a["run_id"], tmp_path / "a.html"))
+    page = opened.page
+    steps = page.locator("main section.step")
+    assert 3 == steps.count()
+    for k in range(3):
+        assert page.locator(f"#step-{k}").is_visible()
+    marks = [steps.nth(k).locator(".mark.replay").count() for k in range(3)]
+    assert [1, 0, 0] == marks
+    assert "replayed on resume: action" == page.locator("#step-0 .mark.replay").inner_text()
+    assert "made again by resume" in page.locator("#step-0 ul.intents").inner_text()
+    assert "task_completed" in page.locator("section.summary").inner_text()
+    screenshot = tmp_path / "crashed-and-resumed.png"
+    page.screenshot(path=str(screenshot), full_page=True)
+    print(f"screenshot of the crashed-and-resumed run's page: {screenshot}")
+    assert screenshot.stat().st_size > 10_000
+    assert [] == opened.errors
+    assert all(request.startswith("file://") for request in opened.requests), opened.requests
+
+    run_b = document["runs"][1]
+    stopped = Opened(browser, _view(env, url, run_b["run_id"], tmp_path / "b.html"))
+    pending = stopped.page.locator("section.pending").inner_text()
+    assert "announced, never completed" in pending
+    assert "not executed again by resume" in pending
+    assert "resume_state_unknown" in stopped.page.locator("section.summary").inner_text()
+    assert [] == stopped.errors
+
+
+def test_hostile_content_is_shown_as_text(
+    browser: Browser, tmp_path: Path, env: dict[str, str]
+) -> None:
+    """HTML, script tags, an img onerror, ANSI escapes and a 1 MB line: none runs, each is
+    shown as its characters, the 1 MB line whole once its fold is opened."""
+    url = make_store(tmp_path / "runs.sqlite", hostile_records("hostile"))
+    opened = Opened(browser, _view(env, url, "hostile", tmp_path / "hostile.html"))
+    page = opened.page
+    assert page.evaluate("typeof window.__pwned") == "undefined"
+    assert 0 == page.locator("main img, main b.injected, aside script, main script").count()
+    reply = page.locator("#step-0 pre.reply").inner_text()
+    assert "</pre><script>window.__pwned = 1</script><img src=x" in reply
+    observation = page.locator("#step-0 pre.observation").inner_text()
+    assert "\u241b[31mred\u241b[0m <b>bold</b> & </script><script>" in observation
+    parameters = page.locator("#parameters").inner_text()
+    assert "<script>window.__pwned=4</script>" in parameters
+    answer = page.locator("section.summary").inner_text()
+    assert "<script>window.__pwned=5</script>" in answer
+    fold = page.locator("#step-1 details.fold")
+    assert "show all 1,000,000 characters" in fold.locator("summary").inner_text()
+    fold.locator("summary").click()
+    full = page.locator("#step-1 details.fold pre")
+    assert 1_000_000 == full.evaluate("element => element.textContent.length")
+    assert page.evaluate("typeof window.__pwned") == "undefined"
+    assert [] == opened.errors
+
+
+def test_keyboard_moves_through_the_steps(
+    browser: Browser, tmp_path: Path, env: dict[str, str]
+) -> None:
+    """j/k next and previous, G last, g first; o opens the current step's folds; p hides the
+    parameter panel; the step list follows."""
+    url = make_store(tmp_path / "runs.sqlite", hostile_records("hostile", 5_000))
+    opened = Opened(browser, _view(env, url, "hostile", tmp_path / "keys.html"))
+    page = opened.page
+    keys = page.keyboard
+    keys.press("j")
+    assert "#step-0" == page.evaluate("location.hash")
+    keys.press("j")
+    assert "#step-1" == page.evaluate("location.hash")
+    assert "1" == page.locator("nav#steps a.current").get_attribute("data-step")
+    keys.press("o")
+    assert page.locator("#step-1 details.fold").evaluate("element => element.open")
+    keys.press("G")
+    assert "#step-2" == page.evaluate("location.hash")
+    keys.press("k")
+    assert "#step-1" == page.evaluate("location.hash")
+    keys.press("g")
+    assert "#step-0" == page.evaluate("location.hash")
+    assert page.locator("#parameters").is_visible()
+    keys.press("p")
+    assert not page.locator("#parameters").is_visible()
+    page.locator('nav#steps a[data-step="2"]').click()
+    assert "#step-2" == page.evaluate("location.hash")
+    assert [] == opened.errors
+
+
+def test_the_list_of_runs_filters_and_links_to_each_page(
+    browser: Browser, tmp_path: Path, env: dict[str, str]
+) -> None:
+    """`view --all`: typing filters the rows, the ending menu too; a run's link opens its page,
+    whose "all runs" link comes back."""
+    url = make_store(tmp_path / "runs.sqlite", hostile_records("hostile", 10), kit=True)
+    directory = tmp_path / "pages"
+    result = polyloop("view", "--all", "--store", url, "-o", str(directory), env=env)
+    assert 0 == result.code, result.stderr
+    opened = Opened(browser, directory / "index.html")
+    page = opened.page
+    rows = page.locator("#runs tbody tr")
+    assert 4 == rows.count()
+    page.keyboard.press("/")
+    page.keyboard.type("unfinished")
+    assert ["run-unfinished"] == [
+        rows.nth(i).locator("td").first.inner_text()
+        for i in range(rows.count())
+        if rows.nth(i).is_visible()
+    ]
+    assert "1 of 4 runs" == page.locator("#count").inner_text()
+    page.locator("#filter").fill("")
+    page.locator("#ending").select_option("agent_finished")
+    visible = [rows.nth(i) for i in range(rows.count()) if rows.nth(i).is_visible()]
+    assert {"hostile", "run-finished"} == {row.locator("td").first.inner_text() for row in visible}
+    page.locator(f'a[href="runs/{page_name("hostile")}"]').click()
+    page.wait_for_load_state("load")
+    assert page.url.endswith(page_name("hostile"))
+    assert 3 == page.locator("main section.step").count()
+    page.locator("a.back").click()
+    page.wait_for_load_state("load")
+    assert page.url.endswith("index.html")
+    assert [] == opened.errors
+
+
+def long_run(run_id: str, steps: int = 1_000, observation_chars: int = 20_000) -> list[object]:
+    """A finished run of ``steps`` tool steps, each observation ``observation_chars`` long."""
+    writes = [
+        testing.tool_step(
+            run_id, k, observation=(f"{k:04d} " + "lorem ipsum " * 2_000)[:observation_chars]
+        )
+        for k in range(steps)
+    ]
+    records: list[object] = [testing.run_started(run_id)]
+    for step in writes:
+        records += step.records
+    records.append(testing.run_finished(run_id, writes, StopReason.STEP_BUDGET))
+    return records
+
+
+@pytest.mark.slow
+def test_a_thousand_steps_of_long_observations_load_whole(
+    browser: Browser, tmp_path: Path, env: dict[str, str]
+) -> None:
+    """1,000 steps of 20,000-character observations: every step is in the page and listed, the
+    last fold opens to its full text, no console error."""
+    url = make_store(tmp_path / "runs.sqlite", long_run("long"))
+    opened = Opened(browser, _view(env, url, "long", tmp_path / "long.html"))
+    page = opened.page
+    assert 1_000 == page.locator("main section.step").count()
+    assert 1_000 == page.locator("nav#steps a").count()
+    page.keyboard.press("G")
+    assert "#step-999" == page.evaluate("location.hash")
+    page.keyboard.press("o")
+    length = page.locator("#step-999 details.fold pre").evaluate("e => e.textContent.length")
+    assert 20_000 == length
+    assert [] == opened.errors

@@ -1,0 +1,166 @@
+"""StepTable: every StepRecord of a store's runs as rows, on memory, jsonl, sqlite and postgres.
+
+The rows are compared field by field with the records written (through ``to_dict``, not the
+table's own code); a damaged file store gives what it can and names what it could not read.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from polyloop.errors import ConfigurationError
+from polyloop.ports import RunLog
+from polyloop.serialization import to_dict
+from polyloop.stores.jsonl import JsonlRunStore
+from polyloop.stores.memory import MemoryRunStore
+from polyloop.stores.step_table import (
+    STEP_FIELDS,
+    StepTable,
+    column_type,
+    step_columns,
+    step_rows_of,
+)
+from polyloop.types import RunFinished, RunResult, RunStarted, StepCompleted, StepRecord, StopReason
+from tests import strategies
+from tests.stores._helpers import Opened
+from tests.table_kit import BINDING_COLUMNS, RUNS, expected_rows, fill
+
+
+def _full(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{column: row.get(column) for column in step_columns(BINDING_COLUMNS)} for row in rows]
+
+
+async def test_the_rows_are_the_records_field_by_field_on_every_store(opened: Opened) -> None:
+    """Every step of every run is one row: run_id, the 18 fields, stop reason, binding keys."""
+    await fill(opened.store)
+    table = StepTable(opened.reopen())
+    rows = [row async for row in table]
+    expected = expected_rows()
+    assert sorted(expected, key=_order) == sorted(_full(rows), key=_order)
+    assert [] == table.unreadable
+    assert len(RUNS) == table.runs_read
+
+
+async def test_named_runs_only_and_a_missing_one_is_said(opened: Opened) -> None:
+    """``run_ids`` selects runs in the order given; a run the store lacks goes to ``missing``."""
+    await fill(opened.store)
+    table = StepTable(opened.store, ["run-unfinished", "no-such-run", "run-finished"])
+    rows = [row async for row in table]
+    assert ["run-unfinished"] * 2 + ["run-finished"] * 4 == [row["run_id"] for row in rows]
+    assert ["no-such-run"] == table.missing
+
+
+def _order(row: dict[str, Any]) -> tuple[str, int]:
+    return row["run_id"], row["step_idx"]
+
+
+def test_the_columns_and_their_types() -> None:
+    """The 18 StepRecord fields in declared order between run_id and stop_reason; types follow
+    the annotations (an enum is text, ``X | None`` is nullable)."""
+    assert 18 == len(STEP_FIELDS)
+    assert [field.name for field in dataclasses.fields(StepRecord)] == list(STEP_FIELDS)
+    columns = step_columns(["model_binding.task", "model_binding.seed", "model_binding.task"])
+    assert ("run_id", *STEP_FIELDS, "stop_reason", "model_binding.seed", "model_binding.task") == (
+        columns
+    )
+    kinds = {column: (column_type(column).kind, column_type(column).nullable) for column in columns}
+    assert ("int", False) == kinds["step_idx"]
+    assert ("str", True) == kinds["action_status"]
+    assert ("bool", False) == kinds["parse_ok"]
+    assert ("str", True) == kinds["tool_name"]
+    assert ("str", True) == kinds["stop_reason"]
+    assert ("str", True) == kinds["model_binding.task"]
+    with pytest.raises(ConfigurationError, match="not a model-binding column"):
+        step_columns(["task"])
+    with pytest.raises(ConfigurationError, match="not a column of the step table"):
+        column_type("nonsense")
+
+
+@settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    steps=st.lists(strategies.step_records, max_size=4),
+    snapshot=strategies.parameter_snapshots,
+    binding=st.dictionaries(strategies.short_texts, strategies.short_texts, max_size=3),
+    reason=st.none() | st.sampled_from(StopReason),
+)
+def test_any_log_gives_its_steps_as_rows(
+    steps: list[StepRecord],
+    snapshot: dict[str, str],
+    binding: dict[str, str],
+    reason: StopReason | None,
+) -> None:
+    """For any steps and snapshot: one row per step, its fields as ``to_dict`` gives them, the
+    stop reason, and a ``model_binding.<key>`` column for exactly each binding key."""
+    run_id = "r"
+    snapshot = {
+        **snapshot,
+        **{f"request.model_binding.{key}": value for key, value in binding.items()},
+    }
+    log = RunLog(
+        started=RunStarted(run_id, snapshot),
+        steps=tuple(StepCompleted(run_id, None, None, step) for step in steps),
+        finished=None
+        if reason is None
+        else RunFinished(run_id, RunResult(run_id, reason, None, tuple(steps))),
+    )
+    bindings = {f"model_binding.{key}": value for key, value in sorted(binding.items())}
+    expected = [
+        {
+            "run_id": run_id,
+            **to_dict(step),
+            "stop_reason": None if reason is None else reason.value,
+            **bindings,
+        }
+        for step in steps
+    ]
+    assert expected == list(step_rows_of(run_id, log))
+
+
+def _replace_line(path: Path, index: int, holding: bytes, line: bytes) -> None:
+    lines = path.read_bytes().splitlines(keepends=True)
+    assert holding in lines[index]
+    lines[index] = line
+    path.write_bytes(b"".join(lines))
+
+
+async def test_a_damaged_jsonl_store_gives_what_it_can_and_names_the_rest(tmp_path: Path) -> None:
+    """A run file with a line replaced: that run's other steps are rows, the run is named with
+    the line; every other run is whole."""
+    async with JsonlRunStore(tmp_path / "runs") as store:
+        await fill(store)
+        path = Path(store.path_for("run-finished"))
+    step_1_completed = 1 + 4 + 3  # started, step 0's four records, step 1's intents and result
+    _replace_line(path, step_1_completed, b'"step_completed"', b'{"not": "a record"}\n')
+    async with JsonlRunStore(tmp_path / "runs") as store:
+        table = StepTable(store)
+        rows = [row async for row in table]
+    expected = [
+        row for row in expected_rows() if (row["run_id"], row["step_idx"]) != ("run-finished", 1)
+    ]
+    assert sorted(expected, key=_order) == sorted(_full(rows), key=_order)
+    damaged = {part.run_id: part for part in table.unreadable}
+    assert {"run-finished"} == set(damaged)
+    assert 3 == damaged["run-finished"].steps_read
+    assert [f"{path}, line {step_1_completed + 1}"] == [
+        record.split(": ")[0] for record in damaged["run-finished"].records
+    ]
+
+
+async def test_a_store_that_cannot_list_is_told_to_name_the_runs() -> None:
+    """A store without ``list_run_ids`` and no run named: a ConfigurationError saying so."""
+
+    class Unlisted:
+        def __init__(self) -> None:
+            self.inner = MemoryRunStore()
+
+        async def read_log(self, run_id: str) -> RunLog:
+            return await self.inner.read_log(run_id)
+
+    with pytest.raises(ConfigurationError, match=r"cannot list its runs.*name the runs"):
+        [row async for row in StepTable(Unlisted())]  # type: ignore[arg-type]

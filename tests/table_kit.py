@@ -1,0 +1,84 @@
+"""Runs of every kind of step, and the table rows they must give (``polyloop steps``,
+:class:`polyloop.stores.step_table.StepTable`).
+
+The expected rows are built from the records through :func:`polyloop.serialization.to_dict`, a
+path independent of the table's own code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from polyloop import testing
+from polyloop.ports import RunStore
+from polyloop.serialization import LogRecord, to_dict
+from polyloop.testing import StepWrites
+from polyloop.types import ActionStatus, StopReason
+
+#: The runs: (run_id, model binding, steps, stop reason or None while unfinished).
+RUNS: tuple[tuple[str, dict[str, str], list[StepWrites], StopReason | None], ...] = (
+    (
+        "run-finished",
+        {"task": "refund-1", "seed": "3"},
+        [
+            testing.tool_step("run-finished", 0, arguments={"id": 7}, observation="x" * 5000),
+            testing.code_step("run-finished", 1, "print('é, \"quoted\", a,b')"),
+            testing.parse_failure_step("run-finished", 2),
+            testing.final_step("run-finished", 3, "refunded\nin two lines"),
+        ],
+        StopReason.AGENT_FINISHED,
+    ),
+    (
+        "run-unfinished",
+        {"task": "refund-2", "variant": "b"},
+        [
+            testing.tool_step(
+                "run-unfinished",
+                0,
+                status=ActionStatus.ENV_ERROR,
+                observation="Environment failed.",
+                observation_is_synthetic=True,
+                observation_truncated_chars=12,
+                env_reported_completion=True,
+            ),
+            testing.model_failure_step("run-unfinished", 1),
+        ],
+        None,
+    ),
+    ("run-empty", {}, [], StopReason.STEP_BUDGET),
+)
+
+BINDING_COLUMNS = ("model_binding.seed", "model_binding.task", "model_binding.variant")
+
+
+def run_records(
+    run_id: str, binding: dict[str, str], steps: Sequence[StepWrites], reason: StopReason | None
+) -> list[LogRecord]:
+    snapshot = {"model_client.kind": "scripted"}
+    snapshot.update({f"request.model_binding.{key}": value for key, value in binding.items()})
+    records: list[LogRecord] = [testing.run_started(run_id, snapshot)]
+    for step in steps:
+        records += step.records
+    if reason is not None:
+        records.append(testing.run_finished(run_id, steps, reason))
+    return records
+
+
+async def fill(store: RunStore, runs: Iterable[Any] = RUNS) -> None:
+    for run in runs:
+        await testing.write_records(store, run_records(*run))
+
+
+def expected_rows(runs: Iterable[Any] = RUNS) -> list[dict[str, Any]]:
+    """Every step of ``runs`` as a row with every column (``None`` for a binding a run lacks)."""
+    rows = []
+    for run_id, binding, steps, reason in runs:
+        for step in steps:
+            row: dict[str, Any] = {"run_id": run_id}
+            row.update(to_dict(step.step))
+            row["stop_reason"] = None if reason is None else reason.value
+            for column in BINDING_COLUMNS:
+                row[column] = binding.get(column.removeprefix("model_binding."))
+            rows.append(row)
+    return rows
