@@ -13,18 +13,40 @@ export PATH
 "$UV" sync --all-packages --frozen
 # PostgreSQL for the postgres store's tests: a throwaway cluster unless the caller names a server.
 # A cluster that does not start stops the run here, with the cluster script's own message.
+pg_dir="" phoenix_dir=""
+cleanup() {
+    [ -z "$phoenix_dir" ] || bash scripts/phoenix-test-server.sh stop "$phoenix_dir"
+    [ -z "$pg_dir" ] || bash scripts/postgres-test-cluster.sh stop "$pg_dir"
+}
+trap cleanup EXIT
 if [ -z "${POLYLOOP_TEST_POSTGRES_URL:-}" ]; then
     pg_dir="$(bash scripts/postgres-test-cluster.sh start)" || {
         echo "test.sh: the throwaway PostgreSQL cluster did not start (see above), so no test was run" >&2
         exit 1
     }
-    trap 'bash scripts/postgres-test-cluster.sh stop "$pg_dir"' EXIT
     export POLYLOOP_TEST_POSTGRES_URL="$(cat "$pg_dir/url")"
+fi
+# Phoenix, the OpenTelemetry sink's real receiver, takes a minute or more to start: started in
+# the background now, so that the minute overlaps the gates, and waited for before pytest.
+if [ -z "${POLYLOOP_TEST_PHOENIX_URL:-}" ]; then
+    phoenix_dir="$(mktemp -d "${TMPDIR:-/tmp}/polyloop-phoenix.XXXXXX")"
+    bash scripts/phoenix-test-server.sh start "$phoenix_dir" >/dev/null 2>"$phoenix_dir.log" &
+    phoenix_start=$!
 fi
 echo "== ruff"; "$UV" run --frozen ruff format --check . && "$UV" run --frozen ruff check .
 echo "== import-linter"; "$UV" run --frozen lint-imports
 echo "== mypy --strict"; "$UV" run --frozen mypy
 echo "== contract suite (our implementations through the installed plugin)"; bash contract-suite/run.sh -q
+if [ -n "$phoenix_dir" ]; then
+    wait "$phoenix_start" || {
+        cat "$phoenix_dir.log" >&2
+        echo "test.sh: the throwaway Phoenix server did not start (see above), so no test was run" >&2
+        rm -f "$phoenix_dir.log"
+        exit 1
+    }
+    rm -f "$phoenix_dir.log"
+    export POLYLOOP_TEST_PHOENIX_URL="$(cat "$phoenix_dir/url")"
+fi
 # pytest in two parts (design record 0042): every test that may share the machine, on every core;
 # then, alone in one process, those whose verdict depends on time or racing processes
 # (tests/serial_group.py). Arguments go to both; a selection holding no test of one part is
