@@ -7,7 +7,7 @@ import os
 import pytest
 from hypothesis import settings
 
-from tests import ast_parse_guard, serial_group
+from tests import ast_parse_guard, serial_group, xdist_env
 
 # In CI (CI=true) every property test draws the same examples on every run, so a landing is
 # never decided by which random examples one run happened to draw; locally each run explores
@@ -42,5 +42,5 @@ def _no_xdist_identity_for_child_processes(monkeypatch: pytest.MonkeyPatch) -> N
     tests that read that report fail only in the parallel run. Removed per test (restored after
     it), so this worker's own session still knows what it is.
     """
-    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
-    monkeypatch.delenv("PYTEST_XDIST_WORKER_COUNT", raising=False)
+    for name in xdist_env.XDIST_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
