@@ -119,9 +119,6 @@ class GroupCommitWriter(QueueThread[PendingWrite]):
             completion.settle(None, None)
 
     def _commit(self, batch: list[PendingWrite]) -> None:
-        if len(batch) == 1:
-            self._commit_one(batch[0])
-            return
         outcomes: list[BaseException | None] = []
         try:
             connection = self._connect()
@@ -146,20 +143,6 @@ class GroupCommitWriter(QueueThread[PendingWrite]):
         settle_all(
             (w.completion, None, outcome) for w, outcome in zip(batch, outcomes, strict=True)
         )
-
-    def _commit_one(self, write: PendingWrite) -> None:
-        """A batch of one: the insert is its own transaction (autocommit), so SQLite runs one
-        statement instead of three; it is durable when ``execute`` returns, as a commit is."""
-        try:
-            connection = self._connect()
-            outcome = self._insert(connection, write)
-        except BaseException as error:
-            self._drop_connection()
-            write.completion.settle(None, _as_store_error(error, self._name, "committing"))
-            return
-        if outcome is None:
-            self.commits += 1
-        write.completion.settle(None, outcome)
 
     def _insert(self, connection: sqlite3.Connection, write: PendingWrite) -> BaseException | None:
         try:
