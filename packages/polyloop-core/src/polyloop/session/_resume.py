@@ -175,13 +175,12 @@ async def settle(driver: Driver, plan: ResumePlan, log: RunLog) -> StepEnd:
     with the loop's own phases, never announced a second time.
     """
     move = plan.move
-    if move is ResumeMove.RECORD_FINISH:
+    if move is ResumeMove.RECORD_FINISH or move is ResumeMove.STOP_STATE_UNKNOWN:
+        # The recovery table decided why the run stops; its plan carries the reason.
         assert plan.stop_reason is not None
         if plan.stop_reason is StopReason.AGENT_FINISHED:
             driver.final_answer = _recorded_final_answer(driver, log)
         return plan.stop_reason
-    if move is ResumeMove.STOP_STATE_UNKNOWN:
-        return StopReason.RESUME_STATE_UNKNOWN
     driver.rebuild_history()
     k = plan.next_step
     if move is ResumeMove.START_STEP:
