@@ -207,7 +207,7 @@ def stall_disk(kind: str, monkeypatch: pytest.MonkeyPatch, until: threading.Even
     if kind == "jsonl":
         monkeypatch.setattr(jsonl, "_sync_data", stalled(jsonl._sync_data))
     elif kind == "postgres":
-        from polyloop.stores._postgres_session import WritingSession
+        from polyloop.stores.postgres._session import WritingSession
 
         monkeypatch.setattr(WritingSession, "_insert", stalled(WritingSession._insert))
     else:

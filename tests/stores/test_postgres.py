@@ -29,9 +29,9 @@ from polyloop.errors import (
 )
 from polyloop.ports import RunLeasing, RunListing, RunLog, StoreClosing
 from polyloop.session import resume, run
-from polyloop.stores._postgres_session import WritingSession
-from polyloop.stores._postgres_target import parse_target
 from polyloop.stores.postgres import PostgresRunStore
+from polyloop.stores.postgres._session import WritingSession
+from polyloop.stores.postgres._target import parse_target
 from polyloop.types import Intent, IntentKind, ModelCallResult, ReplayPolicy
 from tests.stores import _agent
 from tests.stores._helpers import (

@@ -21,8 +21,9 @@ import pytest
 
 from polyloop.errors import LeaseLostError, RunLeaseHeldError, StoreError
 from polyloop.ports import LeaseHolder, RunLease, RunLog
-from polyloop.stores._postgres_lease import lease_lock_key
-from polyloop.stores.postgres import PostgresRunStore, _run_key
+from polyloop.stores.postgres import PostgresRunStore
+from polyloop.stores.postgres._lease import lease_lock_key
+from polyloop.stores.postgres._store import _run_key
 from polyloop.types import IntentKind
 from tests.stores._helpers import intent, started, write_run
 from tests.stores._postgres import ROOT, admin, open_postgres_store, schema_for

@@ -170,6 +170,8 @@ PUBLIC_NAMES: dict[str, tuple[str, ...]] = {
     "polyloop.stores.memory": ("MemoryRunStore",),
     "polyloop.stores.jsonl": ("JsonlRunStore",),
     "polyloop.stores.sqlite": ("SqliteRunStore",),
+    # A package of one-job private modules since issue 28; its two names stay where they were.
+    "polyloop.stores.postgres": ("PostgresRunLease", "PostgresRunStore"),
     # Added with the store URLs and their entry-point group (design 0034).
     "polyloop.stores.urls": (
         "ENTRY_POINT_GROUP",

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from psycopg import sql
 
 from polyloop.ports import LeaseHolder
-from polyloop.stores._postgres_schema import two_int_key
+from polyloop.stores.postgres._schema import two_int_key
 
 __all__ = [
     "HolderQueries",

@@ -14,7 +14,7 @@ id>`` for an intent, the result_id for a model call result, the step index for a
 follow ``PRIMARY KEY (run_key, seq)``; ``seq`` (an identity) is the write order.
 
 ``run_leases`` says who holds which run's lease (the lock itself is an advisory lock; see
-``_postgres_lease``). ``polyloop_schema`` holds one row ``(major, minor)``: a newer minor only
+``_lease``). ``polyloop_schema`` holds one row ``(major, minor)``: a newer minor only
 adds and stays readable; a newer major is refused.
 """
 

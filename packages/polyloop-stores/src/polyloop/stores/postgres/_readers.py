@@ -18,13 +18,13 @@ import psycopg
 from psycopg.rows import TupleRow
 
 from polyloop.errors import StoreError
-from polyloop.stores._postgres_connect import (
+from polyloop.stores.postgres._connect import (
     EndNotice,
     StoreDatabase,
     connect,
     ended_while_idle,
 )
-from polyloop.stores._postgres_schema import schema_ready
+from polyloop.stores.postgres._schema import schema_ready
 
 __all__ = ["ReaderConnections"]
 

@@ -49,7 +49,13 @@ from polyloop.errors import (
     StoreError,
 )
 from polyloop.ports import LeaseHolder
-from polyloop.stores._postgres_connect import (
+from polyloop.stores._threads import (
+    DEFAULT_IDLE_WAIT_SECONDS,
+    Completion,
+    QueueThread,
+    settle_all,
+)
+from polyloop.stores.postgres._connect import (
     EndNotice,
     StoreDatabase,
     connect,
@@ -57,14 +63,8 @@ from polyloop.stores._postgres_connect import (
     explain,
     shown_run_id,
 )
-from polyloop.stores._postgres_lease import HolderQueries, SessionIdentity, holder_from_row
-from polyloop.stores._postgres_schema import create_schema
-from polyloop.stores._threads import (
-    DEFAULT_IDLE_WAIT_SECONDS,
-    Completion,
-    QueueThread,
-    settle_all,
-)
+from polyloop.stores.postgres._lease import HolderQueries, SessionIdentity, holder_from_row
+from polyloop.stores.postgres._schema import create_schema
 
 __all__ = ["PendingWrite", "WritingSession"]
 
@@ -227,7 +227,7 @@ class WritingSession(QueueThread[PendingWrite | _Acquire | _Release]):
     def abandon_in_child(self) -> None:
         """In a process forked from the owner: this session is the parent's. Refuse every use
         from now on; close the child's copy of the connection (its socket already points at
-        ``/dev/null``, see ``_postgres_connect``), which leaves the parent's session alone."""
+        ``/dev/null``, see ``_connect``), which leaves the parent's session alone."""
         self._lock = threading.Lock()  # the parent's may have been held at the fork
         self._closed = True
         self._thread = None

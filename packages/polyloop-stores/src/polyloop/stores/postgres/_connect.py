@@ -22,7 +22,7 @@ import psycopg
 from psycopg.rows import TupleRow
 
 from polyloop.errors import ConfigurationError, StoreError
-from polyloop.stores._postgres_target import ConnectionTarget
+from polyloop.stores.postgres._target import ConnectionTarget
 
 __all__ = [
     "EndNotice",

@@ -1,25 +1,8 @@
-"""A durable RunStore on a PostgreSQL server, shared by many processes and machines.
+"""The store itself: :class:`PostgresRunStore` puts the package's parts together.
 
-Each record is one row holding the tagged JSON of
-:func:`polyloop.serialization.dumps_log_record` (repeated text written by reference:
-:mod:`polyloop.stores._stored_form`, design 0041); ``write_step_completed`` is therefore one row,
-applied atomically. Every write goes to the store's one **writing session** (a thread and its
-connection, :mod:`polyloop.stores._postgres_session`), which commits whatever is pending in one
-statement: concurrent runs share commits, while each write returns only once its statement has
-committed with ``synchronous_commit = on`` — so every acknowledged write, and all writes of its
-run before it, are durable (prefix durability: a run awaits each write before the next). The
-store refuses a server running with ``fsync = off``.
-
-The database refuses every record a log holds at most once (a unique index), which decides
-races between processes and machines. **Run leases** are session advisory locks held by the
-writing session: the server frees them when the session ends, however it ends, and a leased
-run's writes go through that very session, so a store that lost its session can never write a
-run someone else may now drive (:class:`~polyloop.errors.LeaseLostError`).
-
-Reads use their own connections on reader threads and see committed rows only; a read creates
-nothing, not even the schema. Nothing here runs on the event loop. Needs the extra
-``polyloop-stores[postgres]`` (psycopg 3). Designs 0029 (layout, durability) and 0030 (leases).
-"""
+Its writes and leases go through the writing session (:mod:`._session`), its reads through the
+reader connections (:mod:`._readers`); this module only turns records into rows and rows back
+into a log (keys, stored form) and checks the options."""
 
 from __future__ import annotations
 
@@ -28,13 +11,7 @@ import os
 import weakref
 from collections.abc import Mapping
 
-try:
-    from psycopg import sql
-except ImportError as missing:  # exercised in a subprocess test
-    raise ImportError(
-        "polyloop.stores.postgres needs psycopg 3, which is an optional extra: "
-        "pip install 'polyloop-stores[postgres]'."
-    ) from missing
+from psycopg import sql
 
 from polyloop.asking import (
     UserAnswered,
@@ -44,16 +21,6 @@ from polyloop.errors import ConfigurationError, CorruptLogError, SerializationEr
 from polyloop.ports import LeaseHolder, RunLog
 from polyloop.serialization import LogRecord, log_record_tag
 from polyloop.stores._durable import DurableStore, unstorable_run_id, utf8_of
-from polyloop.stores._postgres_connect import Keepalive, StoreDatabase, shown_run_id
-from polyloop.stores._postgres_lease import (
-    HolderQueries,
-    PostgresRunLease,
-    holder_from_row,
-    lease_lock_key,
-)
-from polyloop.stores._postgres_readers import ReaderConnections
-from polyloop.stores._postgres_session import PendingWrite, WritingSession
-from polyloop.stores._postgres_target import parse_target
 from polyloop.stores._records import LogBuilder
 from polyloop.stores._stored_form import StoredSteps, decode_stored, stored_line
 from polyloop.stores._threads import (
@@ -62,13 +29,23 @@ from polyloop.stores._threads import (
     WorkerPool,
     check_idle_wait,
 )
+from polyloop.stores.postgres._connect import Keepalive, StoreDatabase, shown_run_id
+from polyloop.stores.postgres._lease import (
+    HolderQueries,
+    PostgresRunLease,
+    holder_from_row,
+    lease_lock_key,
+)
+from polyloop.stores.postgres._readers import ReaderConnections
+from polyloop.stores.postgres._session import PendingWrite, WritingSession
+from polyloop.stores.postgres._target import parse_target
 from polyloop.types import (
     Intent,
     ModelCallResult,
     StepCompleted,
 )
 
-__all__ = ["PostgresRunLease", "PostgresRunStore"]
+__all__ = ["PostgresRunStore"]
 
 
 def _run_key(run_id: str) -> bytes | None:
@@ -78,7 +55,7 @@ def _run_key(run_id: str) -> bytes | None:
 
 
 def _record_key(record: LogRecord) -> bytes:
-    """What makes a record unique within its run and kind (see ``_postgres_schema``)."""
+    """What makes a record unique within its run and kind (see ``_schema``)."""
     if isinstance(record, Intent):
         text = f"{record.kind.value}:{record.result_id}"
     elif isinstance(record, ModelCallResult):
