@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import click
+
 from polyloop.asking import UserAnswered, UserAsked
 from polyloop.errors import (
     AskNotPendingError,
@@ -22,13 +24,20 @@ from polyloop.errors import (
 from polyloop.ports import RunLog, RunStore
 from polyloop.recovery import answer_to, pending_ask
 from polyloop_cli.asks import DIGEST_SHOWN, argument_lines, ask_headline, ask_json, decision_json
+from polyloop_cli.command_kit import StoreChoice, run_not_found
 from polyloop_cli.errors import CliError, ExitCode, shown_id
 from polyloop_cli.invocation import suggest
-from polyloop_cli.main import StoreChoice, _not_found
 from polyloop_cli.render import Output
 from polyloop_cli.stores import open_store, read_log
 
-__all__ = ["SHA256_HELP", "Decide", "decide", "report_decision"]
+__all__ = [
+    "SHA256_HELP",
+    "Decide",
+    "by_option",
+    "decide",
+    "report_decision",
+    "sha256_option",
+]
 
 #: Records the decision on the run's pending ask (``ask`` is ``None`` when none is pending:
 #: the library then says why), bound to ``digest``.
@@ -39,6 +48,23 @@ SHA256_HELP = (
     "showed: the decision is refused (exit 11) when the pending ask has other arguments. "
     "Without it the pending ask is decided as it is now, and printed."
 )
+
+
+def by_option(function: click.decorators.FC) -> click.decorators.FC:
+    return click.option(
+        "--by",
+        "decided_by",
+        metavar="NAME",
+        default="",
+        help="Who decides, recorded with the decision (e.g. an e-mail address).",
+    )(function)
+
+
+def sha256_option(function: click.decorators.FC) -> click.decorators.FC:
+    return click.option("--sha256", "prefix", metavar="HEX", default=None, help=SHA256_HELP)(
+        function
+    )
+
 
 #: Any well-formed digest: when nothing is pending the library refuses before comparing it.
 _NO_ASK_DIGEST = "0" * 64
@@ -76,7 +102,7 @@ async def decide(
     async with open_store(choice.url, missing_advice=choice.missing_advice) as store:
         log = await read_log(store, choice.url, run_id, advice=advice, name_store=False)
         if log == RunLog():
-            raise _not_found(choice, run_id)
+            raise run_not_found(choice, run_id)
         ask = pending_ask(log)
         digest = _bound_digest(run_id, ask, prefix)
         try:

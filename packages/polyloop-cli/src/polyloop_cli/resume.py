@@ -19,9 +19,16 @@ from polyloop.session import resume_or_park
 from polyloop.types import RunResult
 from polyloop_cli.agents import agent_options, opened_agent
 from polyloop_cli.asks import ask_block, ask_json
+from polyloop_cli.command_kit import (
+    StoreChoice,
+    json_option,
+    run_coroutine,
+    run_not_found,
+    store_choice,
+    store_option,
+)
 from polyloop_cli.errors import CliError, ExitCode, shown_id
 from polyloop_cli.invocation import suggest
-from polyloop_cli.main import StoreChoice, _not_found, _run, _store, json_option, store_option
 from polyloop_cli.render import Output
 from polyloop_cli.stores import open_store
 
@@ -46,7 +53,7 @@ def resume(
     differ, listed); 22 the factory cannot be loaded.
     """
     output = Output(as_json=as_json)
-    resume_and_report(output, _store(store), run_id, agent, episode_json)
+    resume_and_report(output, store_choice(store), run_id, agent, episode_json)
 
 
 def resume_and_report(
@@ -58,14 +65,14 @@ def resume_and_report(
     async def go() -> RunResult | RunParked:
         async with open_store(choice.url, missing_advice=choice.missing_advice) as opened:
             if (await opened.read_log(run_id)).started is None:
-                raise _not_found(choice, run_id)
+                raise run_not_found(choice, run_id)
             async with opened_agent(agent, episode_json, run_id, opened) as built:
                 return await resume_or_park(built.definition, built.request)
 
     try:
-        outcome = _run(go())
+        outcome = run_coroutine(go())
     except RunNotFoundError:
-        raise _not_found(choice, run_id) from None
+        raise run_not_found(choice, run_id) from None
     except CorruptLogError as error:
         raise CliError(
             ExitCode.CORRUPT_LOG,
