@@ -8,10 +8,8 @@ from polyloop import session
 from polyloop.asking import UserAsked
 from polyloop.ports import RunStore
 from polyloop_cli.agents import resume_options
-from polyloop_cli.command_kit import json_option, run_coroutine, store_choice, store_option
-from polyloop_cli.deciding import by_option, decide, report_decision, sha256_option
-from polyloop_cli.render import Output
-from polyloop_cli.resume import resume_and_report
+from polyloop_cli.command_kit import json_option, store_choice, store_option
+from polyloop_cli.deciding import by_option, decide_then_resume, sha256_option
 
 __all__ = ["reject"]
 
@@ -54,7 +52,4 @@ def reject(
             opened, run_id, reason=reason, arguments_sha256=digest, decided_by=decided_by
         )
 
-    ask, answered = run_coroutine(decide(choice, run_id, prefix, record))
-    report_decision(Output(as_json=as_json), choice, ask, answered, resumed=agent is not None)
-    if agent is not None:
-        resume_and_report(Output(as_json=as_json), choice, run_id, agent, episode_json)
+    decide_then_resume(choice, run_id, prefix, record, as_json, agent, episode_json)

@@ -27,7 +27,7 @@ from polyloop_cli.command_kit import (
     store_choice,
     store_option,
 )
-from polyloop_cli.errors import CliError, ExitCode, shown_id
+from polyloop_cli.errors import CliError, ExitCode, Refusal, refusals, shown_id
 from polyloop_cli.invocation import suggest
 from polyloop_cli.render import Output
 from polyloop_cli.stores import open_store
@@ -69,36 +69,44 @@ def resume_and_report(
             async with opened_agent(agent, episode_json, run_id, opened) as built:
                 return await resume_or_park(built.definition, built.request)
 
-    try:
+    with refusals(
+        Refusal(RunNotFoundError, lambda error: run_not_found(choice, run_id)),
+        Refusal(
+            CorruptLogError,
+            lambda error: CliError(
+                ExitCode.CORRUPT_LOG,
+                f"resume refused run {shown_id(run_id)}: its log is corrupt; "
+                f"`{suggest('show', run_id, *choice.option)}` shows what it holds.",
+                detail=str(error),
+            ),
+        ),
+        Refusal(
+            SnapshotMismatchError,
+            lambda error: CliError(
+                ExitCode.RESUME_REFUSED,
+                f"resume refused run {shown_id(run_id)}: the agent --agent builds differs from "
+                "the one the run started with; resume it with the same factory and --episode.",
+                detail=str(error),
+            ),
+        ),
+        Refusal(
+            RunLeaseHeldError,
+            lambda error: CliError(
+                ExitCode.RUN_BUSY,
+                f"run {shown_id(run_id)} is being driven right now; nothing was done.",
+                detail=str(error),
+            ),
+        ),
+        Refusal(
+            UnsupportedStoreError,
+            lambda error: CliError(
+                ExitCode.USAGE,
+                f"the {choice.url.kind} store cannot hold a run that waits for a person.",
+                detail=str(error),
+            ),
+        ),
+    ):
         outcome = run_coroutine(go())
-    except RunNotFoundError:
-        raise run_not_found(choice, run_id) from None
-    except CorruptLogError as error:
-        raise CliError(
-            ExitCode.CORRUPT_LOG,
-            f"resume refused run {shown_id(run_id)}: its log is corrupt; "
-            f"`{suggest('show', run_id, *choice.option)}` shows what it holds.",
-            detail=str(error),
-        ) from None
-    except SnapshotMismatchError as error:
-        raise CliError(
-            ExitCode.RESUME_REFUSED,
-            f"resume refused run {shown_id(run_id)}: the agent --agent builds differs from the "
-            "one the run started with; resume it with the same factory and --episode.",
-            detail=str(error),
-        ) from None
-    except RunLeaseHeldError as error:
-        raise CliError(
-            ExitCode.RUN_BUSY,
-            f"run {shown_id(run_id)} is being driven right now; nothing was done.",
-            detail=str(error),
-        ) from None
-    except UnsupportedStoreError as error:
-        raise CliError(
-            ExitCode.USAGE,
-            f"the {choice.url.kind} store cannot hold a run that waits for a person.",
-            detail=str(error),
-        ) from None
     if isinstance(outcome, RunParked):
         _parked(output, outcome, choice.option)
         raise CliError(
