@@ -468,10 +468,14 @@ async def test_a_reader_connection_the_server_ended_is_replaced_before_the_next_
     opens a new one and reads."""
     expected = await write_run(store, "r", 1)
     assert expected == await store.read_log("r")
+    # Only this store's reader: its last query names the store's schema. Other test processes
+    # (xdist workers) share the server and have reader sessions of their own.
     with admin() as connection:
         ended = connection.execute(
             "SELECT count(pg_terminate_backend(pid, 5000)) FROM pg_stat_activity "
-            "WHERE application_name = 'polyloop reader' AND pid <> pg_backend_pid()"
+            "WHERE application_name = 'polyloop reader' AND pid <> pg_backend_pid() "
+            "AND strpos(query, %s) > 0",
+            (store.schema,),
         ).fetchone()
     assert (1,) == ended
     assert expected == await store.read_log("r")

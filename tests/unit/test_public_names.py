@@ -125,6 +125,11 @@ PUBLIC_NAMES: dict[str, tuple[str, ...]] = {
         "stop_reasons_allowed",
         "trailing_parse_failures",
         "validate_log",
+        # Added by issue 28 (the one rule of an action's terms).
+        "TOOL_LESS_TERMS",
+        "ActionTerms",
+        "ToolTerms",
+        "action_terms",
     ),
     "polyloop.errors": (
         "ConfigurationError",

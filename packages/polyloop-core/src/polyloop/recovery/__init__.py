@@ -9,6 +9,9 @@ show what ``resume`` would do, without calling any seam) and any downstream tool
 - :func:`stop_after_step`, :func:`budget_stop`, :func:`stop_reasons_allowed` and
   :func:`snapshot_facts`: the stop reason a recorded step implies, the budgets, the reasons a
   finished log may name, and what a run's parameter snapshot says about them.
+- :func:`action_terms`: the rule of an action's replay policy and completion (a tool-less action
+  is ``never`` to replay; a tool call takes its tool's terms), used by the loop, ``resume``,
+  the validation and the test kit's record builders.
 - :func:`plan_resume`: the four-state table applied to the tail of a valid log.
 - :func:`model_result_id` / :func:`action_result_id`: the ids the loop allocates.
 - :func:`run_status`, :func:`pending_ask` and :data:`STATUS_OF_STOP_REASON`: a host's status
@@ -36,19 +39,24 @@ from polyloop.recovery._stops import (
     trailing_parse_failures,
 )
 from polyloop.recovery._table import ResumeMove, ResumePlan, TailState, plan_resume
+from polyloop.recovery._terms import TOOL_LESS_TERMS, ActionTerms, ToolTerms, action_terms
 from polyloop.recovery._validation import validate_log
 from polyloop.recovery._write_order import WriteOrderCheck
 
 __all__ = [
     "PARSE_FAILURE_LIMIT_KEY",
     "STATUS_OF_STOP_REASON",
+    "TOOL_LESS_TERMS",
+    "ActionTerms",
     "ResumeMove",
     "ResumePlan",
     "RunStatus",
     "SnapshotFacts",
     "TailState",
+    "ToolTerms",
     "WriteOrderCheck",
     "action_result_id",
+    "action_terms",
     "answer_to",
     "budget_stop",
     "is_parse_failure",

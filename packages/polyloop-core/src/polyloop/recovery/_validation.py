@@ -20,6 +20,7 @@ from polyloop.recovery._stops import (
     snapshot_facts,
     stop_reasons_allowed,
 )
+from polyloop.recovery._terms import ActionTerms, action_terms
 from polyloop.serialization import READABLE_SCHEMA_VERSIONS
 from polyloop.types import (
     ActionOutcome,
@@ -27,7 +28,6 @@ from polyloop.types import (
     Intent,
     IntentKind,
     ModelCallResult,
-    ReplayPolicy,
     RunFinished,
     StepCompleted,
     StepRecord,
@@ -68,6 +68,16 @@ class _Index:
     action_intents: dict[int, Intent] = field(default_factory=dict)
     intents_by_result: dict[str, Intent] = field(default_factory=dict)
     results_by_id: dict[str, ModelCallResult] = field(default_factory=dict)
+
+    def tool_terms(self, name: str) -> ActionTerms | None:
+        """Tool ``name``'s terms as the run's snapshot records them; ``None`` when it does not
+        record its replay policy. (Only the policy is checked against an intent; a snapshot
+        that names no completing tools is read as ``completes_run=False``.)"""
+        policy = self.facts.tool_replay_policies.get(name)
+        if policy is None:
+            return None
+        completing = self.facts.completing_tools
+        return ActionTerms(policy, completes_run=completing is not None and name in completing)
 
 
 def validate_log(log: RunLog, run_id: str) -> None:
@@ -303,11 +313,8 @@ def _check_step(
         or step.env_reported_completion != outcome.env_reported_completion
     ):
         raise _corrupt(run_id, _describe_step(position, step), _outcome_difference(step, outcome))
-    expected = (
-        ReplayPolicy.NEVER
-        if step.tool_name is None
-        else index.facts.tool_replay_policies.get(step.tool_name)
-    )
+    terms = action_terms(step.tool_name, index.tool_terms)
+    expected = None if terms is None else terms.replay_policy
     if expected is not None and action_intent.replay_policy is not expected:
         tool = "a tool-less action" if step.tool_name is None else f"tool {step.tool_name!r}"
         raise _corrupt(

@@ -41,7 +41,9 @@ from polyloop.ports import (
     UserAsking,
 )
 from polyloop.recovery import (
+    ActionTerms,
     action_result_id,
+    action_terms,
     budget_stop,
     model_result_id,
     stop_after_step,
@@ -63,7 +65,6 @@ from polyloop.types import (
     IntentKind,
     ModelCallResult,
     ModelReply,
-    ReplayPolicy,
     RunFinished,
     RunResult,
     RunStarted,
@@ -384,8 +385,6 @@ class Driver:
     ) -> StepEnd:
         """An action of step ``k``: rejected by the registry, or announced and executed."""
         call = action.tool_call
-        replay_policy = ReplayPolicy.NEVER
-        completes_run = False
         if call is not None:
             try:
                 self.request.tools.validate(call)
@@ -404,11 +403,9 @@ class Driver:
                 )
                 await self.complete(step, None, None, result)
                 return self.stop_reason(step, completes_run=False)
-            spec = self.request.tools.spec_for(call.name)
-            assert spec is not None  # validate() accepted the name
-            replay_policy, completes_run = spec.replay_policy, spec.completes_run
-        else:
-            spec = None
+        terms = self.terms_of(call)
+        assert terms is not None  # validate() accepted the name
+        spec = None if call is None else self.request.tools.spec_for(call.name)
         gates = self.gates
         if gates is not None:
             kind = gates.kind_for(action, spec)
@@ -417,9 +414,14 @@ class Driver:
                 await self.asking().write_user_asked(asked)
                 return await self.await_decision(k, action, head, started, asked, result)
         await self.store.write_intent(
-            Intent(self.run_id, IntentKind.ACTION, k, action_result_id(k), replay_policy)
+            Intent(self.run_id, IntentKind.ACTION, k, action_result_id(k), terms.replay_policy)
         )
-        return await self.execute_announced(k, action, head, started, completes_run, result)
+        return await self.execute_announced(k, action, head, started, terms.completes_run, result)
+
+    def terms_of(self, call: ToolCall | None) -> ActionTerms | None:
+        """The terms the action calling ``call`` is announced under (``None``: its tool is not
+        in the run's registry)."""
+        return action_terms(None if call is None else call.name, self.request.tools.spec_for)
 
     # -- asking a person (design 0037) --------------------------------------------------
 
@@ -468,13 +470,14 @@ class Driver:
         if verdict is Verdict.APPROVE or verdict is Verdict.EDIT:
             action = edited(action, answered)
             call = action.tool_call
-            spec = None if call is None else self.request.tools.spec_for(call.name)
-            replay_policy = ReplayPolicy.NEVER if spec is None else spec.replay_policy
+            terms = self.terms_of(call)
+            assert terms is not None  # act() validated the asked tool; resume refuses a stale ask
             await self.store.write_intent(
-                Intent(self.run_id, IntentKind.ACTION, k, action_result_id(k), replay_policy)
+                Intent(self.run_id, IntentKind.ACTION, k, action_result_id(k), terms.replay_policy)
             )
-            completes_run = spec is not None and spec.completes_run
-            return await self.execute_announced(k, action, head, started, completes_run, result)
+            return await self.execute_announced(
+                k, action, head, started, terms.completes_run, result
+            )
         if verdict is Verdict.REJECT:
             assert answered.reason is not None
             assert self.gates is not None

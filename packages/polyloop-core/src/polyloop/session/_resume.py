@@ -55,7 +55,6 @@ from polyloop.types import (
     Intent,
     IntentKind,
     ModelCallResult,
-    ReplayPolicy,
     RunResult,
     StopReason,
 )
@@ -176,13 +175,12 @@ async def settle(driver: Driver, plan: ResumePlan, log: RunLog) -> StepEnd:
     with the loop's own phases, never announced a second time.
     """
     move = plan.move
-    if move is ResumeMove.RECORD_FINISH:
+    if move is ResumeMove.RECORD_FINISH or move is ResumeMove.STOP_STATE_UNKNOWN:
+        # The recovery table decided why the run stops; its plan carries the reason.
         assert plan.stop_reason is not None
         if plan.stop_reason is StopReason.AGENT_FINISHED:
             driver.final_answer = _recorded_final_answer(driver, log)
         return plan.stop_reason
-    if move is ResumeMove.STOP_STATE_UNKNOWN:
-        return StopReason.RESUME_STATE_UNKNOWN
     driver.rebuild_history()
     k = plan.next_step
     if move is ResumeMove.START_STEP:
@@ -269,29 +267,26 @@ def _action_in_doubt(
         )
     action = decision.decision if answered is None else edited(decision.decision, answered)
     call = action.tool_call
-    if call is None:
-        policy, completes_run, what = ReplayPolicy.NEVER, False, "a tool-less action"
-    else:
-        tools = driver.request.tools
+    if call is not None:
         try:
-            tools.validate(call)
+            driver.request.tools.validate(call)
         except ToolCallRejected as rejected:
             raise PolyLoopError(
                 f"Run {run_id!r}, step {k}: the action in doubt ({call.name}) is now rejected "
                 f"by the tool registry ({rejected}); resume cannot settle it under this "
                 "configuration. Resume with the tools the run started with."
             ) from None
-        spec = tools.spec_for(call.name)
-        assert spec is not None  # validate() accepted the name
-        policy, completes_run, what = spec.replay_policy, spec.completes_run, f"tool {call.name!r}"
-    if policy is not intent.replay_policy:
+    terms = driver.terms_of(call)
+    assert terms is not None  # validate() accepted the name
+    if terms.replay_policy is not intent.replay_policy:
+        what = "a tool-less action" if call is None else f"tool {call.name!r}"
         raise CorruptLogError(
             f"Run {run_id!r}: the log is corrupt — the action intent of step {k} says replay "
             f"policy {intent.replay_policy.value!r}, but its reply calls {what}, whose policy is "
-            f"{policy.value!r}. The intent was edited or the parser is not deterministic; resume "
-            "refuses to guess whether the action may run again."
+            f"{terms.replay_policy.value!r}. The intent was edited or the parser is not "
+            "deterministic; resume refuses to guess whether the action may run again."
         )
-    return action, completes_run
+    return action, terms.completes_run
 
 
 def _recorded_final_answer(driver: Driver, log: RunLog) -> str:

@@ -20,7 +20,7 @@ from polyloop.asking import (
     UserAsked,
 )
 from polyloop.ports import RunLog, RunStore
-from polyloop.recovery import action_result_id, model_result_id
+from polyloop.recovery import TOOL_LESS_TERMS, action_result_id, model_result_id
 from polyloop.serialization import LogRecord
 from polyloop.tools import canonical_arguments
 from polyloop.types import (
@@ -212,8 +212,8 @@ def code_step(
 ) -> StepWrites:
     """A step whose reply held tool-less code (``Action.text``) that the executor ran.
 
-    The reply's ``content`` defaults to ``RUN: <code>``; a tool-less action's intent is always
-    ``NEVER`` to replay.
+    The reply's ``content`` defaults to ``RUN: <code>``; the action intent carries the terms of
+    every tool-less action (:data:`polyloop.recovery.TOOL_LESS_TERMS`: never to replay).
     """
     outcome = ActionOutcome(
         status=ActionStatus.EXECUTED,
@@ -232,7 +232,7 @@ def code_step(
         thinking=thinking,
         call_id=_call_id(call_id, step_idx),
         outcome=outcome,
-        replay_policy=ReplayPolicy.NEVER,
+        replay_policy=TOOL_LESS_TERMS.replay_policy,
         model_replay_policy=model_replay_policy,
         prompt_chars=prompt_chars,
         step_wall_ms=step_wall_ms,

@@ -205,7 +205,8 @@ class JsonlRunStore(DurableStore):
     async def _write(self, record: LogRecord) -> None:
         # One line holds a whole record (a step's action result with its step record).
         run_id = record.run_id
-        path = self.path_for(run_id)  # refuses a run_id that is not valid Unicode
+        known = self._files.get(run_id)  # its path was worked out (and run_id checked) before
+        path = self.path_for(run_id) if known is None else known.path  # refuses a lone surrogate
         line = (stored_line(record, self._stored_steps.of(run_id)) + "\n").encode("utf-8")
         await self._submit(self._write_line, run_id, path, line, record_key(record))
         self._stored_steps.stored(record)
