@@ -8,28 +8,11 @@ from polyloop import session
 from polyloop.asking import UserAsked
 from polyloop.ports import RunStore
 from polyloop_cli.agents import resume_options
-from polyloop_cli.deciding import SHA256_HELP, decide, report_decision
-from polyloop_cli.main import _run, _store, json_option, store_option
-from polyloop_cli.render import Output
-from polyloop_cli.resume import resume_and_report
+from polyloop_cli.command_kit import json_option, store_choice, store_option
+from polyloop_cli.deciding import by_option, decide_then_resume, sha256_option
 
+#: ``by_option`` is named here too, where the deciding commands first found it.
 __all__ = ["approve", "by_option"]
-
-
-def by_option(function: click.decorators.FC) -> click.decorators.FC:
-    return click.option(
-        "--by",
-        "decided_by",
-        metavar="NAME",
-        default="",
-        help="Who decides, recorded with the decision (e.g. an e-mail address).",
-    )(function)
-
-
-def sha256_option(function: click.decorators.FC) -> click.decorators.FC:
-    return click.option("--sha256", "prefix", metavar="HEX", default=None, help=SHA256_HELP)(
-        function
-    )
 
 
 @click.command()
@@ -55,12 +38,9 @@ def approve(
     pending ask is not the one --sha256 names; 12 the run is being driven or decided right
     now; 13 the ask is a question (use `polyloop answer`). Nothing is written on any of them.
     """
-    choice = _store(store)
+    choice = store_choice(store)
 
     async def record(opened: RunStore, run_id: str, ask: UserAsked | None, digest: str) -> object:
         return await session.approve(opened, run_id, arguments_sha256=digest, decided_by=decided_by)
 
-    ask, answered = _run(decide(choice, run_id, prefix, record))
-    report_decision(Output(as_json=as_json), choice, ask, answered, resumed=agent is not None)
-    if agent is not None:
-        resume_and_report(Output(as_json=as_json), choice, run_id, agent, episode_json)
+    decide_then_resume(choice, run_id, prefix, record, as_json, agent, episode_json)

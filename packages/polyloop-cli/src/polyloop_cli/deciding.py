@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import click
+
 from polyloop.asking import UserAnswered, UserAsked
 from polyloop.errors import (
     AskNotPendingError,
@@ -22,13 +24,22 @@ from polyloop.errors import (
 from polyloop.ports import RunLog, RunStore
 from polyloop.recovery import answer_to, pending_ask
 from polyloop_cli.asks import DIGEST_SHOWN, argument_lines, ask_headline, ask_json, decision_json
-from polyloop_cli.errors import CliError, ExitCode, shown_id
+from polyloop_cli.command_kit import StoreChoice, run_coroutine, run_not_found
+from polyloop_cli.errors import CliError, ExitCode, Refusal, refusals, shown_id
 from polyloop_cli.invocation import suggest
-from polyloop_cli.main import StoreChoice, _not_found
 from polyloop_cli.render import Output
+from polyloop_cli.resume import resume_and_report
 from polyloop_cli.stores import open_store, read_log
 
-__all__ = ["SHA256_HELP", "Decide", "decide", "report_decision"]
+__all__ = [
+    "SHA256_HELP",
+    "Decide",
+    "by_option",
+    "decide",
+    "decide_then_resume",
+    "report_decision",
+    "sha256_option",
+]
 
 #: Records the decision on the run's pending ask (``ask`` is ``None`` when none is pending:
 #: the library then says why), bound to ``digest``.
@@ -39,6 +50,23 @@ SHA256_HELP = (
     "showed: the decision is refused (exit 11) when the pending ask has other arguments. "
     "Without it the pending ask is decided as it is now, and printed."
 )
+
+
+def by_option(function: click.decorators.FC) -> click.decorators.FC:
+    return click.option(
+        "--by",
+        "decided_by",
+        metavar="NAME",
+        default="",
+        help="Who decides, recorded with the decision (e.g. an e-mail address).",
+    )(function)
+
+
+def sha256_option(function: click.decorators.FC) -> click.decorators.FC:
+    return click.option("--sha256", "prefix", metavar="HEX", default=None, help=SHA256_HELP)(
+        function
+    )
+
 
 #: Any well-formed digest: when nothing is pending the library refuses before comparing it.
 _NO_ASK_DIGEST = "0" * 64
@@ -76,52 +104,80 @@ async def decide(
     async with open_store(choice.url, missing_advice=choice.missing_advice) as store:
         log = await read_log(store, choice.url, run_id, advice=advice, name_store=False)
         if log == RunLog():
-            raise _not_found(choice, run_id)
+            raise run_not_found(choice, run_id)
         ask = pending_ask(log)
         digest = _bound_digest(run_id, ask, prefix)
-        try:
+        with refusals(
+            Refusal(
+                AskNotPendingError,
+                lambda error: CliError(
+                    ExitCode.ASK_NOT_PENDING,
+                    f"run {shown_id(run_id)} waits on no ask, so there is nothing to decide; "
+                    f"`{suggest('pending', *choice.option)}` lists what waits.",
+                    detail=str(error),
+                ),
+            ),
+            Refusal(
+                StaleAskError,
+                lambda error: CliError(
+                    ExitCode.STALE_ASK,
+                    f"run {shown_id(run_id)}: the decision is bound to another ask than the "
+                    f"pending one ({error.key} differs); nothing was written. Read it again with "
+                    f"`{suggest('pending', *choice.option)}`.",
+                    detail=str(error),
+                ),
+            ),
+            Refusal(
+                RunLeaseHeldError,
+                lambda error: CliError(
+                    ExitCode.RUN_BUSY,
+                    f"run {shown_id(run_id)} is being driven or decided right now; nothing was "
+                    "written. Try again when it is done.",
+                    detail=str(error),
+                ),
+            ),
+            Refusal(
+                UnsupportedStoreError,
+                lambda error: CliError(
+                    ExitCode.USAGE,
+                    f"the {choice.url.kind} store cannot record a person's decision; runs that "
+                    "wait for a person need a store with the UserAsking capability.",
+                    detail=str(error),
+                ),
+            ),
+            Refusal(
+                ConfigurationError,
+                lambda error: CliError(
+                    ExitCode.DECISION_REFUSED,
+                    f"the decision does not fit the ask of run {shown_id(run_id)}; nothing was "
+                    "written.",
+                    detail=str(error),
+                ),
+            ),
+        ):
             await record(store, run_id, ask, digest)
-        except AskNotPendingError as error:
-            raise CliError(
-                ExitCode.ASK_NOT_PENDING,
-                f"run {shown_id(run_id)} waits on no ask, so there is nothing to decide; "
-                f"`{suggest('pending', *choice.option)}` lists what waits.",
-                detail=str(error),
-            ) from None
-        except StaleAskError as error:
-            raise CliError(
-                ExitCode.STALE_ASK,
-                f"run {shown_id(run_id)}: the decision is bound to another ask than the "
-                f"pending one ({error.key} differs); nothing was written. Read it again with "
-                f"`{suggest('pending', *choice.option)}`.",
-                detail=str(error),
-            ) from None
-        except RunLeaseHeldError as error:
-            raise CliError(
-                ExitCode.RUN_BUSY,
-                f"run {shown_id(run_id)} is being driven or decided right now; nothing was "
-                "written. Try again when it is done.",
-                detail=str(error),
-            ) from None
-        except UnsupportedStoreError as error:
-            raise CliError(
-                ExitCode.USAGE,
-                f"the {choice.url.kind} store cannot record a person's decision; runs that "
-                "wait for a person need a store with the UserAsking capability.",
-                detail=str(error),
-            ) from None
-        except ConfigurationError as error:
-            raise CliError(
-                ExitCode.DECISION_REFUSED,
-                f"the decision does not fit the ask of run {shown_id(run_id)}; nothing was "
-                "written.",
-                detail=str(error),
-            ) from None
         assert ask is not None  # the library refused a decision without a pending ask
         # What was recorded, read back: the decision as the store holds it.
         answered = answer_to(await store.read_log(run_id), ask)
     assert answered is not None
     return ask, answered
+
+
+def decide_then_resume(
+    choice: StoreChoice,
+    run_id: str,
+    prefix: str | None,
+    record: Decide,
+    as_json: bool,
+    agent: str | None,
+    episode_json: str | None,
+) -> None:
+    """Record the decision and say so; with ``--agent`` (``agent``) resume the run at once,
+    exiting as ``polyloop resume`` does."""
+    ask, answered = run_coroutine(decide(choice, run_id, prefix, record))
+    report_decision(Output(as_json=as_json), choice, ask, answered, resumed=agent is not None)
+    if agent is not None:
+        resume_and_report(Output(as_json=as_json), choice, run_id, agent, episode_json)
 
 
 def report_decision(

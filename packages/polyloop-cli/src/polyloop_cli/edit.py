@@ -12,10 +12,9 @@ from polyloop import session
 from polyloop.asking import UserAsked
 from polyloop.ports import RunStore
 from polyloop_cli.agents import agent_options, opened_agent
-from polyloop_cli.approve import by_option, sha256_option
-from polyloop_cli.deciding import decide, report_decision
+from polyloop_cli.command_kit import json_option, run_coroutine, store_choice, store_option
+from polyloop_cli.deciding import by_option, decide, report_decision, sha256_option
 from polyloop_cli.errors import CliError, ExitCode
-from polyloop_cli.main import _run, _store, json_option, store_option
 from polyloop_cli.render import Output
 
 __all__ = ["edit"]
@@ -71,7 +70,7 @@ def edit(
     decided right now; 13 the schema refuses the arguments, or the ask is a question or a
     tool-less action; 22 the factory cannot be loaded. Nothing is written on any of them.
     """
-    choice = _store(store)
+    choice = store_choice(store)
     arguments = _arguments(arguments_json)
 
     async def record(opened: RunStore, run_id: str, ask: UserAsked | None, digest: str) -> object:
@@ -85,5 +84,5 @@ def edit(
                 decided_by=decided_by,
             )
 
-    ask, answered = _run(decide(choice, run_id, prefix, record))
+    ask, answered = run_coroutine(decide(choice, run_id, prefix, record))
     report_decision(Output(as_json=as_json), choice, ask, answered)

@@ -6,9 +6,15 @@ part of the command's interface (scripts branch on them): see ``research-wiki/de
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from enum import IntEnum
+from typing import Any, Generic, TypeVar
 
-__all__ = ["HEADLINE_LIMIT", "CliError", "ExitCode", "shown_id"]
+__all__ = ["HEADLINE_LIMIT", "CliError", "ExitCode", "Refusal", "refusals", "shown_id"]
+
+E = TypeVar("E", bound=Exception)
 
 
 class ExitCode(IntEnum):
@@ -100,3 +106,23 @@ class CliError(Exception):
         if self.detail:
             text += " Detail: " + " ".join(self.detail.split())
         return text
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal(Generic[E]):
+    """A refusal of the library (an error of ``kind``) and the :class:`CliError` a command
+    reports for it, built from the error (its text is usually the detail)."""
+
+    kind: type[E]
+    error: Callable[[E], CliError]
+
+
+@contextmanager
+def refusals(*mapped: Refusal[Any]) -> Iterator[None]:
+    """Within the block, an error of a mapped kind ends as its command's :class:`CliError`
+    (the first kind it is an instance of, in the order given); any other error goes through."""
+    try:
+        yield
+    except tuple(refusal.kind for refusal in mapped) as error:
+        refusal = next(refusal for refusal in mapped if isinstance(error, refusal.kind))
+        raise refusal.error(error) from None

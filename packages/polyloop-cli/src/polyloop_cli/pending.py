@@ -14,7 +14,14 @@ import click
 from polyloop.asking import UserAsked
 from polyloop.recovery import pending_ask
 from polyloop_cli.asks import ask_block, ask_json
-from polyloop_cli.main import StoreChoice, _run, _store, _untrusted, json_option, store_option
+from polyloop_cli.command_kit import (
+    StoreChoice,
+    json_option,
+    run_coroutine,
+    store_choice,
+    store_option,
+    untrusted_listing,
+)
 from polyloop_cli.render import Output
 from polyloop_cli.stores import list_run_ids, open_store, read_run
 
@@ -58,8 +65,8 @@ def pending(store: str | None, as_json: bool) -> None:
     (exit 11) when the ask is no longer the one shown.
     """
     output = Output(as_json=as_json)
-    choice = _store(store)
-    found = _run(_collect(choice))
+    choice = store_choice(store)
+    found = run_coroutine(_collect(choice))
     asks = found.asks
     if as_json:
         document: dict[str, Any] = {
@@ -77,4 +84,4 @@ def pending(store: str | None, as_json: bool) -> None:
         output.line()
         ask_block(output, ask, choice.option)
     if found.damaged or found.unreadable:
-        raise _untrusted(choice, found.damaged, found.total, found.unreadable)
+        raise untrusted_listing(choice, found.damaged, found.total, found.unreadable)

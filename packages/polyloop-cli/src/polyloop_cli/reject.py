@@ -8,11 +8,8 @@ from polyloop import session
 from polyloop.asking import UserAsked
 from polyloop.ports import RunStore
 from polyloop_cli.agents import resume_options
-from polyloop_cli.approve import by_option, sha256_option
-from polyloop_cli.deciding import decide, report_decision
-from polyloop_cli.main import _run, _store, json_option, store_option
-from polyloop_cli.render import Output
-from polyloop_cli.resume import resume_and_report
+from polyloop_cli.command_kit import json_option, store_choice, store_option
+from polyloop_cli.deciding import by_option, decide_then_resume, sha256_option
 
 __all__ = ["reject"]
 
@@ -48,14 +45,11 @@ def reject(
     12 the run is being driven or decided right now; 13 the ask is a question, or the reason
     is empty. Nothing is written on any of them.
     """
-    choice = _store(store)
+    choice = store_choice(store)
 
     async def record(opened: RunStore, run_id: str, ask: UserAsked | None, digest: str) -> object:
         return await session.reject(
             opened, run_id, reason=reason, arguments_sha256=digest, decided_by=decided_by
         )
 
-    ask, answered = _run(decide(choice, run_id, prefix, record))
-    report_decision(Output(as_json=as_json), choice, ask, answered, resumed=agent is not None)
-    if agent is not None:
-        resume_and_report(Output(as_json=as_json), choice, run_id, agent, episode_json)
+    decide_then_resume(choice, run_id, prefix, record, as_json, agent, episode_json)

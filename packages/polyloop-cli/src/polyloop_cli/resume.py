@@ -19,9 +19,16 @@ from polyloop.session import resume_or_park
 from polyloop.types import RunResult
 from polyloop_cli.agents import agent_options, opened_agent
 from polyloop_cli.asks import ask_block, ask_json
-from polyloop_cli.errors import CliError, ExitCode, shown_id
+from polyloop_cli.command_kit import (
+    StoreChoice,
+    json_option,
+    run_coroutine,
+    run_not_found,
+    store_choice,
+    store_option,
+)
+from polyloop_cli.errors import CliError, ExitCode, Refusal, refusals, shown_id
 from polyloop_cli.invocation import suggest
-from polyloop_cli.main import StoreChoice, _not_found, _run, _store, json_option, store_option
 from polyloop_cli.render import Output
 from polyloop_cli.stores import open_store
 
@@ -46,7 +53,7 @@ def resume(
     differ, listed); 22 the factory cannot be loaded.
     """
     output = Output(as_json=as_json)
-    resume_and_report(output, _store(store), run_id, agent, episode_json)
+    resume_and_report(output, store_choice(store), run_id, agent, episode_json)
 
 
 def resume_and_report(
@@ -58,40 +65,48 @@ def resume_and_report(
     async def go() -> RunResult | RunParked:
         async with open_store(choice.url, missing_advice=choice.missing_advice) as opened:
             if (await opened.read_log(run_id)).started is None:
-                raise _not_found(choice, run_id)
+                raise run_not_found(choice, run_id)
             async with opened_agent(agent, episode_json, run_id, opened) as built:
                 return await resume_or_park(built.definition, built.request)
 
-    try:
-        outcome = _run(go())
-    except RunNotFoundError:
-        raise _not_found(choice, run_id) from None
-    except CorruptLogError as error:
-        raise CliError(
-            ExitCode.CORRUPT_LOG,
-            f"resume refused run {shown_id(run_id)}: its log is corrupt; "
-            f"`{suggest('show', run_id, *choice.option)}` shows what it holds.",
-            detail=str(error),
-        ) from None
-    except SnapshotMismatchError as error:
-        raise CliError(
-            ExitCode.RESUME_REFUSED,
-            f"resume refused run {shown_id(run_id)}: the agent --agent builds differs from the "
-            "one the run started with; resume it with the same factory and --episode.",
-            detail=str(error),
-        ) from None
-    except RunLeaseHeldError as error:
-        raise CliError(
-            ExitCode.RUN_BUSY,
-            f"run {shown_id(run_id)} is being driven right now; nothing was done.",
-            detail=str(error),
-        ) from None
-    except UnsupportedStoreError as error:
-        raise CliError(
-            ExitCode.USAGE,
-            f"the {choice.url.kind} store cannot hold a run that waits for a person.",
-            detail=str(error),
-        ) from None
+    with refusals(
+        Refusal(RunNotFoundError, lambda error: run_not_found(choice, run_id)),
+        Refusal(
+            CorruptLogError,
+            lambda error: CliError(
+                ExitCode.CORRUPT_LOG,
+                f"resume refused run {shown_id(run_id)}: its log is corrupt; "
+                f"`{suggest('show', run_id, *choice.option)}` shows what it holds.",
+                detail=str(error),
+            ),
+        ),
+        Refusal(
+            SnapshotMismatchError,
+            lambda error: CliError(
+                ExitCode.RESUME_REFUSED,
+                f"resume refused run {shown_id(run_id)}: the agent --agent builds differs from "
+                "the one the run started with; resume it with the same factory and --episode.",
+                detail=str(error),
+            ),
+        ),
+        Refusal(
+            RunLeaseHeldError,
+            lambda error: CliError(
+                ExitCode.RUN_BUSY,
+                f"run {shown_id(run_id)} is being driven right now; nothing was done.",
+                detail=str(error),
+            ),
+        ),
+        Refusal(
+            UnsupportedStoreError,
+            lambda error: CliError(
+                ExitCode.USAGE,
+                f"the {choice.url.kind} store cannot hold a run that waits for a person.",
+                detail=str(error),
+            ),
+        ),
+    ):
+        outcome = run_coroutine(go())
     if isinstance(outcome, RunParked):
         _parked(output, outcome, choice.option)
         raise CliError(
