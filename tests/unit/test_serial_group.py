@@ -28,3 +28,21 @@ def test_every_module_that_sigkills_a_process_runs_alone() -> None:
         if not any(path == group or group in path.parents for group in groups)
     ]
     assert outside == []
+
+
+def test_no_snapshot_test_runs_alone() -> None:
+    """scripts/test.sh lets the alone part only warn about unused snapshots (it deselects every
+    snapshot test); that holds while every snapshot test runs in the parallel part."""
+    groups = [TESTS / entry for entry in SERIAL]
+    snapshotting = [
+        path
+        for path in sorted(TESTS.rglob("test_*.py"))
+        if "SnapshotAssertion" in path.read_text() and path != Path(__file__)
+    ]
+    assert snapshotting, "no snapshot test found: the search is broken"
+    alone = [
+        str(path.relative_to(TESTS))
+        for path in snapshotting
+        if any(path == group or group in path.parents for group in groups)
+    ]
+    assert alone == []
