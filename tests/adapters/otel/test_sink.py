@@ -18,6 +18,7 @@ from polyloop.adapters.otel import (
     run_span_id,
     run_trace_id,
 )
+from polyloop.adapters.tool_calls import ReplyToolCall, ToolCallReplyParser, render_tool_calls
 from polyloop.errors import EnvironmentFailure
 from polyloop.ports import Event, EventKind, ModelCall
 from polyloop.session import resume, run
@@ -33,7 +34,7 @@ from tests.adapters.otel._agent import (
     measurements,
     request,
 )
-from tests.loop_kit import Crash
+from tests.loop_kit import Crash, Effects, make_definition, make_request, scenario_tools
 
 USAGE = {
     "prompt_tokens": 120,
@@ -406,3 +407,24 @@ async def test_sinks_sharing_a_meter_provider_all_count() -> None:
     measured = measurements(reader)
     assert [({"polyloop.parse_ok": True}, 9.0)] == measured["polyloop.steps"]
     assert [({"polyloop.stop_reason": "agent_finished"}, 3.0)] == measured["polyloop.runs"]
+
+
+async def test_the_calls_a_step_did_not_execute_are_named_on_its_model_call() -> None:
+    """A reply with three tool calls: the chat span names the two the step did not execute,
+    in the model's order; a step whose reply had one call carries no such attribute."""
+    parallel = render_tool_calls(
+        "Noting the time and saving it.",
+        [
+            ReplyToolCall("read", {}),
+            ReplyToolCall("write", {"path": "t.txt"}),
+            ReplyToolCall("noop", {}),
+        ],
+    )
+    telemetry = in_memory()
+    model = [reply(parallel, call_id="c0"), reply("Done.", call_id="c1")]
+    built = make_definition(model, sink=telemetry.sink, parser=ToolCallReplyParser())
+    result = await run(built, make_request("p-otel", tools=scenario_tools(Effects())))
+    assert StopReason.AGENT_FINISHED is result.stop_reason
+    by_step = {_attrs(s)["polyloop.step"]: _attrs(s) for s in telemetry.named("chat")}
+    assert ("write", "noop") == by_step[0]["polyloop.calls_not_executed"]
+    assert "polyloop.calls_not_executed" not in by_step[1]

@@ -40,6 +40,9 @@ STEPS_LEFT: Final = "polyloop.budget.steps_left"
 ACTIONS_LEFT: Final = "polyloop.budget.actions_left"
 DELIVERY_FAILURES: Final = "polyloop.event_delivery_failures"
 PARSE_OK: Final = "polyloop.parse_ok"
+#: On a model call whose reply carried more tool calls than the step executes (design 0045):
+#: the names of the calls not executed, in the model's order.
+CALLS_NOT_EXECUTED: Final = "polyloop.calls_not_executed"
 #: The recovery table's move on resume (``ResumeMove`` value), on the invocation span.
 RESUME_MOVE: Final = "polyloop.resume.move"
 RESUME_INTENT_KIND: Final = "polyloop.resume.intent_kind"

@@ -327,6 +327,10 @@ class OpenTelemetryEventSink:
             n.STEP: step.step_idx,
             n.PARSE_OK: step.parse_ok,
         }
+        if step.calls_not_executed:
+            attributes[n.CALLS_NOT_EXECUTED] = tuple(
+                call.tool_name for call in step.calls_not_executed
+            )
         if invocation.model:
             attributes[n.GEN_AI.GEN_AI_REQUEST_MODEL] = invocation.model
         if result is not None:
