@@ -108,6 +108,12 @@ PUBLIC_NAMES: dict[str, tuple[str, ...]] = {
         "stop_after_step",
         "validate_log",
     ),
+    "polyloop.leasing": (
+        "ForgetsAfterFork",
+        "LeaseTable",
+        "ReleasedOnce",
+        "forget_in_forked_child",
+    ),
     "polyloop.recovery": (
         "PARSE_FAILURE_LIMIT_KEY",
         "ResumeMove",

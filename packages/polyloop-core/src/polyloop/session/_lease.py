@@ -11,14 +11,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import os
 import threading
 import time
 import weakref
 from collections.abc import Callable
 
 from polyloop.errors import ConfigurationError, RunLeaseHeldError
-from polyloop.ports import LeaseHolder, RunLease, RunLeasing, RunStore
+from polyloop.leasing import LeaseTable, ReleasedOnce, forget_in_forked_child
+from polyloop.ports import RunLease, RunLeasing, RunStore
 
 __all__ = ["check_lease_wait", "release_run_lease", "take_run_lease"]
 
@@ -55,7 +55,7 @@ class _StoreEntry:
 
     def __init__(self, store: Callable[[], object | None]) -> None:
         self.store = store
-        self.held: dict[str, LeaseHolder] = {}
+        self.held: LeaseTable[_LocalLease] = LeaseTable()
 
 
 class _LocalRegistry:
@@ -78,11 +78,7 @@ class _LocalRegistry:
             entry = self.entries.get(key)
             if entry is None or entry.store() is not store:
                 entry = self.entries[key] = _StoreEntry(self._reference(store, key))
-            holder = entry.held.get(run_id)
-            if holder is not None:
-                raise RunLeaseHeldError.held_by(run_id, holder)
-            entry.held[run_id] = LeaseHolder.of_this_process()
-        return _LocalLease(self, key, run_id)
+            return entry.held.take(run_id, _LocalLease(self, key, run_id))
 
     def _reference(self, store: RunStore, key: int) -> Callable[[], object | None]:
         try:
@@ -97,48 +93,35 @@ class _LocalRegistry:
             if entry is not None and entry.store() is None:
                 del self.entries[key]
 
-    def give_back(self, key: int, run_id: str) -> None:
+    def give_back(self, lease: _LocalLease) -> None:
         with self.lock:
             self._purge()
-            entry = self.entries.get(key)
-            if entry is None:
-                return
-            entry.held.pop(run_id, None)
-            if not entry.held:
-                del self.entries[key]
+            entry = self.entries.get(lease.key)
+            if entry is not None and entry.held.give_back(lease.run_id, lease):
+                del self.entries[lease.key]
+
+    def forget_after_fork(self) -> None:
+        # A forked child drives none of its parent's runs; a lock held at fork time stays held.
+        self.lock = threading.Lock()
+        self.entries = {}
+        self.dead = []
 
 
-_local = _LocalRegistry()
+_local = forget_in_forked_child(_LocalRegistry())
 
 
-def _forget_parent_leases() -> None:
-    # A forked child drives none of its parent's runs; a lock held at fork time stays held.
-    global _local
-    _local = _LocalRegistry()
-
-
-os.register_at_fork(after_in_child=_forget_parent_leases)
-
-
-class _LocalLease:
+class _LocalLease(ReleasedOnce):
     """A lease of :class:`_LocalRegistry` (stores without :class:`RunLeasing`)."""
 
-    __slots__ = ("_key", "_registry", "_released", "_run_id")
+    __slots__ = ("_registry", "key")
 
     def __init__(self, registry: _LocalRegistry, key: int, run_id: str) -> None:
+        super().__init__(run_id)
         self._registry = registry
-        self._key = key
-        self._run_id = run_id
-        self._released = False
+        self.key = key
 
-    @property
-    def run_id(self) -> str:
-        return self._run_id
-
-    async def release(self) -> None:
-        if not self._released:
-            self._released = True
-            self._registry.give_back(self._key, self._run_id)
+    async def _give_back(self) -> None:
+        self._registry.give_back(self)
 
 
 # ---------------------------------------------------------------------------

@@ -33,6 +33,7 @@ import sys
 import threading
 
 from polyloop.errors import RunLeaseHeldError, StoreError
+from polyloop.leasing import forget_in_forked_child
 from polyloop.ports import LeaseHolder
 from polyloop.stores._files import read_all, write_all
 from polyloop.stores._naming import lease_name_for
@@ -119,6 +120,8 @@ class _Entry:
 
 class _Registry:
     """Every lease file this process has open, by real path. Guarded by ``changed``'s lock."""
+
+    __slots__ = ("__weakref__", "changed", "entries")
 
     def __init__(self) -> None:
         self.changed = threading.Condition(threading.Lock())
@@ -215,22 +218,28 @@ class _Registry:
                 del self.entries[key]
             self.changed.notify_all()
 
-
-_registry = _Registry()
-
-
-def _forget_parent_locks() -> None:
-    # A forked child holds none of its parent's record locks; its registry starts empty (and
-    # with a fresh lock: another thread may have held the old one at the fork).
-    global _registry
-    _registry = _Registry()
+    def forget_after_fork(self) -> None:
+        # A forked child holds none of its parent's record locks; its registry starts empty
+        # (and with a fresh lock: another thread may have held the old one at the fork).
+        self.changed = threading.Condition(threading.Lock())
+        self.entries = {}
 
 
-os.register_at_fork(after_in_child=_forget_parent_locks)
+_registry = forget_in_forked_child(_Registry())
 
 
 class FileLease:
-    """A lease taken by :class:`FileLeases`: the handle ``run``/``resume`` keep."""
+    """A lease taken by :class:`FileLeases`: the handle ``run``/``resume`` keep.
+
+    Not a :class:`polyloop.leasing.ReleasedOnce`: that one counts as released before it gives
+    back, outside any lock. Here the flag turns under the owner's lock together with closing
+    the descriptor, because ``close()`` may give back the same lease concurrently, and a second
+    ``os.close`` of the number could close a descriptor the process has reused since (and so
+    drop another lease's lock). Nor is this process's table a
+    :class:`polyloop.leasing.LeaseTable`: it is keyed by the lease file's real path across
+    store objects, owns the file's one descriptor, and makes others wait (not refuse) while a
+    key is being taken or looked at (design 0021).
+    """
 
     __slots__ = ("_fd", "_key", "_owner", "_released", "_run_id")
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 from psycopg import sql
 
+from polyloop.leasing import ReleasedOnce
 from polyloop.ports import LeaseHolder
 from polyloop.stores.postgres._schema import two_int_key
 
@@ -136,26 +137,22 @@ def holder_from_row(row: tuple[object, ...] | None) -> LeaseHolder | None:
     return LeaseHolder(int(match.group(2)), match.group(3) or None, None)
 
 
-class PostgresRunLease:
-    """The lease of one run, held by its store's session until released (see RunLease)."""
+class PostgresRunLease(ReleasedOnce):
+    """The lease of one run, held by its store's session until released (see RunLease).
 
-    __slots__ = ("_release", "_released", "_run_id")
+    Released once (:class:`polyloop.leasing.ReleasedOnce`): a second call, or a call after the
+    session died, does nothing. Unlike a file lease, there is no descriptor to race over: the
+    session thread gives the lock back in the order it runs statements, and a lease taken on a
+    session that has since ended is already free on the server.
+    """
+
+    __slots__ = ("_release",)
 
     def __init__(self, run_id: str, release: Callable[[], Awaitable[None]]) -> None:
-        self._run_id = run_id
+        super().__init__(run_id)
         self._release = release
-        self._released = False
 
-    @property
-    def run_id(self) -> str:
-        """The run this lease is for."""
-        return self._run_id
-
-    async def release(self) -> None:
-        """Give the lease back; a second call, or a call after the session died, does nothing."""
-        if self._released:
-            return
-        self._released = True
+    async def _give_back(self) -> None:
         await self._release()
 
     def __repr__(self) -> str:
