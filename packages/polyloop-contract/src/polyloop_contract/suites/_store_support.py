@@ -158,3 +158,43 @@ def reopen(
     store_scope: StoreScope,
 ) -> Reopen:
     return make_reopener(request, polyloop_store_reopen, polyloop_store_capabilities, store_scope)
+
+
+def capability_store_fixture(
+    name: str, *, declared: str, seam: type, rules: str, without: str
+) -> Any:
+    """A fixture ``name`` of the suite of an optional store capability: a :data:`MakeStore`
+    whose stores implement ``seam`` (a runtime-checkable Protocol of :mod:`polyloop.ports`).
+
+    A rule that uses it is skipped, with one report line, when the store declared capability
+    ``declared`` off, or when its store does not implement ``seam`` (``RunStore <rules> rules did
+    not apply …: <Type> does not implement polyloop.ports.<Seam>, <without>``). Assign it to a
+    module attribute of the same name in the suite: pytest finds fixtures there.
+    """
+
+    def fixture(
+        request: pytest.FixtureRequest,
+        polyloop_store_factory: StoreFactory,
+        polyloop_store_capabilities: StoreCapabilities,
+        store_scope: StoreScope,
+    ) -> MakeStore:
+        require_capability(request, polyloop_store_capabilities, declared)
+        make = make_store_maker(polyloop_store_factory, store_scope)
+
+        async def make_capable() -> RunStore:
+            store = await make()
+            if not isinstance(store, seam):
+                message = (
+                    f"RunStore {rules} rules did not apply{param_suffix(request)}: "
+                    f"{type(store).__name__} does not implement polyloop.ports.{seam.__name__}, "
+                    f"{without}"
+                )
+                _report.note(request.config, f"NOT APPLICABLE {message}")
+                pytest.skip(message)
+            return store
+
+        return make_capable
+
+    fixture.__name__ = fixture.__qualname__ = name
+    fixture.__doc__ = f"Makes stores that implement polyloop.ports.{seam.__name__}."
+    return pytest.fixture(fixture, name=name)

@@ -76,12 +76,24 @@ async def _write_all(rule: Rule, store: RunStore, records: list[LogRecord]) -> N
         )
 
 
+async def _check_read(
+    rule: Rule,
+    store: RunStore,
+    run_id: str,
+    records: Sequence[LogRecord],
+    situation: str,
+    reading: str = "",
+) -> None:
+    """Read ``run_id`` (the call named ``read_log(<run_id>)`` plus ``reading``) and fail, with
+    ``situation: <difference>``, unless the log holds exactly ``records``."""
+    log = await rule.call(f"read_log({shown(run_id)}){reading}", store.read_log(run_id))
+    difference = log_difference(expected_log(list(records)), log)
+    rule.check(difference is None, f"{situation}: {difference}")
+
+
 async def _expect_log(rule: Rule, store: RunStore, run_id: str, records: list[LogRecord]) -> None:
-    log = await rule.call(f"read_log({shown(run_id)})", store.read_log(run_id))
-    difference = log_difference(expected_log(records), log)
-    rule.check(
-        difference is None, f"read_log({shown(run_id)}) after {len(records)} writes: {difference}"
-    )
+    situation = f"read_log({shown(run_id)}) after {len(records)} writes"
+    await _check_read(rule, store, run_id, records, situation)
 
 
 # ---------------------------------------------------------------------------
@@ -227,12 +239,8 @@ async def test_runs_isolated_under_concurrency(make_store: MakeStore) -> None:
     shuffle.shuffle(order)
     await asyncio.gather(*(one_run(records) for records in order))
     for run_id, records in runs.items():
-        log = await rule.call(f"read_log({shown(run_id)})", store.read_log(run_id))
-        difference = log_difference(expected_log(records), log)
-        rule.check(
-            difference is None,
-            f"after 40 runs were written concurrently, run {shown(run_id)}: {difference}",
-        )
+        situation = f"after 40 runs were written concurrently, run {shown(run_id)}"
+        await _check_read(rule, store, run_id, records, situation)
 
 
 @aio
@@ -250,13 +258,10 @@ async def test_no_hidden_current_run(make_store: MakeStore) -> None:
             if index < len(rest):
                 await _write_all(rule, store, [rest[index]])
     for run_id, records in (("run-A", first), ("run-B", second)):
-        log = await rule.call(f"read_log({shown(run_id)})", store.read_log(run_id))
-        difference = log_difference(expected_log(records), log)
-        rule.check(
-            difference is None,
-            f"runs 'run-A' and 'run-B' were started, then written alternately; run "
-            f"{shown(run_id)}: {difference}",
+        situation = (
+            f"runs 'run-A' and 'run-B' were started, then written alternately; run {shown(run_id)}"
         )
+        await _check_read(rule, store, run_id, records, situation)
 
 
 PLAIN_LOOKALIKE_IDS = (
@@ -296,12 +301,8 @@ async def _check_ids(rule: Rule, store: RunStore, ids: tuple[str, ...]) -> None:
     for records in runs.values():
         await _write_all(rule, store, records)
     for run_id, records in runs.items():
-        log = await rule.call(f"read_log({shown(run_id)})", store.read_log(run_id))
-        difference = log_difference(expected_log(records), log)
-        rule.check(
-            difference is None,
-            f"run_ids that look alike must stay apart; run {shown(run_id)}: {difference}",
-        )
+        situation = f"run_ids that look alike must stay apart; run {shown(run_id)}"
+        await _check_read(rule, store, run_id, records, situation)
 
 
 @aio
@@ -559,21 +560,16 @@ async def test_prefix_durability_across_reopen(make_store: MakeStore, reopen: Re
     for number, record in enumerate(records, start=1):
         await _write_all(rule, store, [record])
         fresh = await reopen(store)
-        log = await rule.call(
-            "read_log('durable') on the reopened store", fresh.read_log("durable")
-        )
-        difference = log_difference(expected_log(records[:number]), log)
-        rule.check(
-            difference is None,
+        situation = (
             f"after reopen, write #{number} of run 'durable' ({describe(record)}) was "
-            f"acknowledged, but the reopened store reads: {difference}",
+            "acknowledged, but the reopened store reads"
+        )
+        await _check_read(
+            rule, fresh, "durable", records[:number], situation, " on the reopened store"
         )
     fresh = await reopen(store)
-    log = await rule.call(
-        "read_log('neighbour') on the reopened store", fresh.read_log("neighbour")
-    )
-    difference = log_difference(expected_log(other), log)
-    rule.check(difference is None, f"after reopen, run 'neighbour': {difference}")
+    situation = "after reopen, run 'neighbour'"
+    await _check_read(rule, fresh, "neighbour", other, situation, " on the reopened store")
 
 
 @aio
@@ -619,15 +615,11 @@ async def test_two_store_objects_keep_each_others_writes(
                 await _write_all(rule, store, [records[index]])
     third = await reopen(second)
     for run_id, (_, records) in runs.items():
-        log = await rule.call(
-            f"read_log({shown(run_id)}) on a third store object", third.read_log(run_id)
+        situation = (
+            "two store objects on one storage wrote runs 'from-first' and 'from-second' "
+            f"alternately; a third object reads run {shown(run_id)}"
         )
-        difference = log_difference(expected_log(records), log)
-        rule.check(
-            difference is None,
-            f"two store objects on one storage wrote runs 'from-first' and 'from-second' "
-            f"alternately; a third object reads run {shown(run_id)}: {difference}",
-        )
+        await _check_read(rule, third, run_id, records, situation, " on a third store object")
 
 
 @aio

@@ -24,15 +24,13 @@ from polyloop.ports import LeaseHolder, RunLease, RunLeasing, RunStore, StoreClo
 from polyloop_contract import _report
 from polyloop_contract._checks import CALL_TIMEOUT, Rule, shown
 from polyloop_contract.capabilities import StoreCapabilities
-from polyloop_contract.fixtures import StoreChildOpener, StoreFactory, missing
+from polyloop_contract.fixtures import StoreChildOpener, missing
 from polyloop_contract.suites import _store_support
 from polyloop_contract.suites._store_support import (
     SEAM,
     MakeStore,
     Reopen,
-    StoreScope,
     aio,
-    make_store_maker,
     param_suffix,
     require_capability,
 )
@@ -45,35 +43,13 @@ store_scope = _store_support.store_scope
 FREED_WITHIN_SECONDS = 1.0
 
 
-def _leasing(request: pytest.FixtureRequest, store: RunStore) -> RunLeasing:
-    """``store`` as a RunLeasing, or skip the rule (noted once in the report) when it is not."""
-    if isinstance(store, RunLeasing):
-        return store
-    message = (
-        f"RunStore lease rules did not apply{param_suffix(request)}: "
-        f"{type(store).__name__} does not implement polyloop.ports.RunLeasing, so the loop "
-        "refuses a second driver only on the same store object in one process"
-    )
-    _report.note(request.config, f"NOT APPLICABLE {message}")
-    pytest.skip(message)
-
-
-@pytest.fixture
-def leasing_store(
-    request: pytest.FixtureRequest,
-    polyloop_store_factory: StoreFactory,
-    polyloop_store_capabilities: StoreCapabilities,
-    store_scope: StoreScope,
-) -> MakeStore:
-    require_capability(request, polyloop_store_capabilities, "leases")
-    make = make_store_maker(polyloop_store_factory, store_scope)
-
-    async def make_leasing() -> RunStore:
-        store = await make()
-        _leasing(request, store)
-        return store
-
-    return make_leasing
+leasing_store = _store_support.capability_store_fixture(
+    "leasing_store",
+    declared="leases",
+    seam=RunLeasing,
+    rules="lease",
+    without="so the loop refuses a second driver only on the same store object in one process",
+)
 
 
 async def _take(rule: Rule, store: RunLeasing, run_id: str, whom: str) -> RunLease:

@@ -11,12 +11,9 @@ from __future__ import annotations
 
 import asyncio
 
-import pytest
-
 from polyloop.asking import Verdict
 from polyloop.errors import DuplicateRecordError
 from polyloop.ports import RunLog, RunStore, UserAsking
-from polyloop_contract import _report
 from polyloop_contract._checks import Rule, shown
 from polyloop_contract._records import (
     LogRecord,
@@ -29,18 +26,12 @@ from polyloop_contract._records import (
     user_asked,
     write,
 )
-from polyloop_contract.capabilities import StoreCapabilities
-from polyloop_contract.fixtures import StoreFactory
 from polyloop_contract.suites import _store_support
 from polyloop_contract.suites._store_support import (
     SEAM,
     MakeStore,
     Reopen,
-    StoreScope,
     aio,
-    make_store_maker,
-    param_suffix,
-    require_capability,
 )
 
 #: The fixtures every store suite shares (pytest finds a fixture by its name in the module).
@@ -48,35 +39,14 @@ reopen = _store_support.reopen
 store_scope = _store_support.store_scope
 
 
-def _asking(request: pytest.FixtureRequest, store: RunStore) -> UserAsking:
-    """``store`` as a UserAsking store, or skip the rule (noted once in the report)."""
-    if isinstance(store, UserAsking):
-        return store
-    message = (
-        f"RunStore asking rules did not apply{param_suffix(request)}: "
-        f"{type(store).__name__} does not implement polyloop.ports.UserAsking, so runs that "
-        "wait for a person are refused on it at start (every other run is unaffected)"
-    )
-    _report.note(request.config, f"NOT APPLICABLE {message}")
-    pytest.skip(message)
-
-
-@pytest.fixture
-def asking_store(
-    request: pytest.FixtureRequest,
-    polyloop_store_factory: StoreFactory,
-    polyloop_store_capabilities: StoreCapabilities,
-    store_scope: StoreScope,
-) -> MakeStore:
-    require_capability(request, polyloop_store_capabilities, "user_asking")
-    make = make_store_maker(polyloop_store_factory, store_scope)
-
-    async def make_asking() -> RunStore:
-        store = await make()
-        _asking(request, store)
-        return store
-
-    return make_asking
+asking_store = _store_support.capability_store_fixture(
+    "asking_store",
+    declared="user_asking",
+    seam=UserAsking,
+    rules="asking",
+    without="so runs that wait for a person are refused on it at start (every other run is "
+    "unaffected)",
+)
 
 
 def _gated_run(run_id: str) -> list[LogRecord]:
