@@ -7,7 +7,6 @@ episode is the run's id plus the ``--episode`` JSON object, handed to the factor
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -17,7 +16,7 @@ import click
 
 from polyloop.batch import Episode, EpisodeAgent, FactoryError, load_factory, open_agent
 from polyloop.ports import RunStore
-from polyloop_cli.errors import CliError, ExitCode
+from polyloop_cli.errors import CliError, ExitCode, json_object_option
 
 __all__ = ["agent_options", "opened_agent", "resume_options"]
 
@@ -58,18 +57,8 @@ def _agent_options(function: F, *, required: bool) -> F:
 def _episode(run_id: str, episode_json: str | None) -> Episode:
     if episode_json is None:
         return Episode(run_id, {"run_id": run_id})
-    try:
-        data = json.loads(episode_json)
-    except json.JSONDecodeError as error:
-        raise CliError(
-            ExitCode.USAGE,
-            f"--episode is not JSON ({error.msg} at column {error.colno}); give a JSON object "
-            """such as '{"task": "t-1"}'.""",
-        ) from None
-    if not isinstance(data, dict):
-        raise CliError(
-            ExitCode.USAGE, f"--episode must be a JSON object, got {type(data).__name__}."
-        )
+    advice = """give a JSON object such as '{"task": "t-1"}'."""
+    data = json_object_option(episode_json, "--episode", advice)
     return Episode(run_id, {**data, "run_id": run_id})
 
 

@@ -7,9 +7,7 @@ import click
 from polyloop import session
 from polyloop.asking import UserAsked
 from polyloop.ports import RunStore
-from polyloop_cli.agents import resume_options
-from polyloop_cli.command_kit import json_option, store_choice, store_option
-from polyloop_cli.deciding import by_option, decide_then_resume
+from polyloop_cli.deciding import Deciding, deciding_options
 
 __all__ = ["answer"]
 
@@ -17,28 +15,16 @@ __all__ = ["answer"]
 @click.command()
 @click.argument("run_id")
 @click.argument("text")
-@by_option
-@resume_options
-@store_option
-@json_option
-def answer(
-    run_id: str,
-    text: str,
-    decided_by: str,
-    agent: str | None,
-    episode_json: str | None,
-    store: str | None,
-    as_json: bool,
-) -> None:
+@deciding_options()
+def answer(run_id: str, text: str, deciding: Deciding) -> None:
     """Answer the question run RUN_ID asks; TEXT becomes that step's observation.
 
     With --agent the run is resumed at once, exiting as `polyloop resume` does. Exit codes:
     10 the run waits on no ask; 12 the run is being driven or decided right now;
     13 the ask is an approval (use approve, reject or edit). Nothing is written on any of them.
     """
-    choice = store_choice(store)
 
     async def record(opened: RunStore, run_id: str, ask: UserAsked | None, digest: str) -> object:
-        return await session.answer(opened, run_id, text, decided_by=decided_by)
+        return await session.answer(opened, run_id, text, decided_by=deciding.decided_by)
 
-    decide_then_resume(choice, run_id, None, record, as_json, agent, episode_json)
+    deciding.then_resume(run_id, None, record)

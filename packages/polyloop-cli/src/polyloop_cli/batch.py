@@ -36,6 +36,7 @@ from polyloop.errors import ConfigurationError
 from polyloop.ports import RunStore
 from polyloop.stores.urls import shown_url
 from polyloop_cli.batch_progress import progress_observer
+from polyloop_cli.command_kit import json_option_saying, store_option_saying
 from polyloop_cli.errors import CliError, ExitCode
 from polyloop_cli.invocation import suggest
 from polyloop_cli.render import Output
@@ -77,13 +78,9 @@ def _store_opener(url: StoreUrl) -> Callable[[], AbstractAsyncContextManager[Run
     help="The callable that builds an episode's agent: factory(episode, store) (looked up "
     "from the current directory first).",
 )
-@click.option(
-    "--store",
-    "store",
-    metavar="URL",
-    default=None,
-    help="Store URL (sqlite:///abs/file.sqlite, jsonl:rel/dir, ...). Default: $POLYLOOP_STORE, "
-    "else the demo store. Created when missing.",
+@store_option_saying(
+    "Store URL (sqlite:///abs/file.sqlite, jsonl:rel/dir, ...). Default: $POLYLOOP_STORE, "
+    "else the demo store. Created when missing."
 )
 @click.option(
     "--concurrency",
@@ -130,7 +127,7 @@ def _store_opener(url: StoreUrl) -> Callable[[], AbstractAsyncContextManager[Run
     "OpenTelemetry collector at URL (OTLP/HTTP, e.g. http://127.0.0.1:4318); needs "
     "polyloop-cli[otel].",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON document.")
+@json_option_saying("Print the summary as one JSON document.")
 def batch(
     episodes_file: Path,
     agent: str,

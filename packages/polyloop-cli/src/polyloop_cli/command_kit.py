@@ -1,6 +1,6 @@
-"""What the ``polyloop`` commands that read a store share: the --store and --json options, the
-store the user chose (:class:`StoreChoice`), reading a run that must exist, and the errors of a
-run that is not there or a listing that cannot be trusted.
+"""What the ``polyloop`` commands that read a store share: the --store, --json and --output
+options, the store the user chose (:class:`StoreChoice`), reading a run that must exist, and the
+errors of a run that is not there, a log that is corrupt or a listing that cannot be trusted.
 
 The command modules (``runs``, ``show``, ``plan``, ``verify``, ``export``, ``pending``, the
 deciding commands, ``resume``) import these; none imports :mod:`polyloop_cli.main`, which only
@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -19,6 +20,7 @@ import click
 from polyloop.ports import LeaseHolder, RunLog
 from polyloop.stores.urls import shown_url
 from polyloop_cli.errors import CliError, ExitCode, shown_id
+from polyloop_cli.inspection import corruption
 from polyloop_cli.invocation import suggest
 from polyloop_cli.stores import (
     StoreUrl,
@@ -30,16 +32,21 @@ from polyloop_cli.stores import (
 )
 
 __all__ = [
+    "STORE_AS_FOR_RUNS",
     "STORE_HELP",
     "StoreChoice",
     "existing_log",
     "existing_log_and_holder",
     "json_option",
+    "json_option_saying",
+    "output_option",
+    "refuse_corrupt",
     "run_coroutine",
     "run_not_found",
     "status_detail",
     "store_choice",
     "store_option",
+    "store_option_saying",
     "untrusted_listing",
 ]
 
@@ -60,14 +67,37 @@ def run_coroutine(coroutine: Coroutine[Any, Any, T]) -> T:
     return asyncio.run(coroutine)
 
 
+#: The --store of a command that only reads (or writes to) the store another command lists.
+STORE_AS_FOR_RUNS = (
+    "Store URL, as for `polyloop runs` (default: $POLYLOOP_STORE, else the demo store)."
+)
+
+
+def store_option_saying(help_text: str) -> Callable[[F], F]:
+    """``--store URL`` (parameter ``store``, default ``None``: the default store)."""
+    return click.option("--store", "store", metavar="URL", default=None, help=help_text)
+
+
+def json_option_saying(help_text: str) -> Callable[[F], F]:
+    """``--json`` (flag, parameter ``as_json``)."""
+    return click.option("--json", "as_json", is_flag=True, help=help_text)
+
+
+def output_option(help_text: str, *, required: bool = False, file: bool = True) -> Callable[[F], F]:
+    """``--output``/``-o`` (parameter ``output_path``, a :class:`~pathlib.Path`); ``file``: it
+    names a file, never a directory."""
+    kind = click.Path(dir_okay=False, path_type=Path) if file else click.Path(path_type=Path)
+    return click.option(
+        "--output", "-o", "output_path", type=kind, required=required, default=None, help=help_text
+    )
+
+
 def store_option(function: F) -> F:
-    return click.option("--store", "store", metavar="URL", default=None, help=STORE_HELP)(function)
+    return store_option_saying(STORE_HELP)(function)
 
 
 def json_option(function: F) -> F:
-    return click.option(
-        "--json", "as_json", is_flag=True, help="Print one JSON document instead of tables."
-    )(function)
+    return json_option_saying("Print one JSON document instead of tables.")(function)
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +150,18 @@ async def existing_log_and_holder(
     if log == RunLog():
         raise run_not_found(choice, run_id)
     return log, holder
+
+
+def refuse_corrupt(choice: StoreChoice, log: RunLog, run_id: str, refusal: str) -> None:
+    """Raise exit 6 (``<refusal> run <id>: its log is corrupt; …``) when the log is corrupt."""
+    verdict = corruption(log, run_id)
+    if verdict is not None:
+        raise CliError(
+            ExitCode.CORRUPT_LOG,
+            f"{refusal} run {shown_id(run_id)}: its log is corrupt; "
+            f"`{suggest('show', run_id, *choice.option)}` shows what it holds.",
+            detail=verdict,
+        )
 
 
 def status_detail(row: dict[str, Any]) -> str | None:

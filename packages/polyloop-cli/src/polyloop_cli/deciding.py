@@ -8,7 +8,9 @@ its refusals onto exit codes (design 0053): nothing waits → 10, another ask th
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import click
@@ -23,6 +25,8 @@ from polyloop.errors import (
 )
 from polyloop.ports import RunLog, RunStore
 from polyloop.recovery import answer_to, pending_ask
+from polyloop_cli import command_kit
+from polyloop_cli.agents import agent_options, resume_options
 from polyloop_cli.asks import DIGEST_SHOWN, argument_lines, ask_headline, ask_json, decision_json
 from polyloop_cli.command_kit import StoreChoice, run_coroutine, run_not_found
 from polyloop_cli.errors import CliError, ExitCode, Refusal, refusals, shown_id
@@ -34,9 +38,11 @@ from polyloop_cli.stores import open_store, read_log
 __all__ = [
     "SHA256_HELP",
     "Decide",
+    "Deciding",
     "by_option",
     "decide",
     "decide_then_resume",
+    "deciding_options",
     "report_decision",
     "sha256_option",
 ]
@@ -66,6 +72,50 @@ def sha256_option(function: click.decorators.FC) -> click.decorators.FC:
     return click.option("--sha256", "prefix", metavar="HEX", default=None, help=SHA256_HELP)(
         function
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Deciding:
+    """What every deciding command takes besides the ask it decides: who decides (``--by``),
+    the agent to resume with (``--agent``/``--episode``), the store and the output form."""
+
+    decided_by: str
+    agent: str | None
+    episode_json: str | None
+    choice: StoreChoice
+    as_json: bool
+
+    def then_resume(self, run_id: str, prefix: str | None, record: Decide) -> None:
+        """:func:`decide_then_resume` with these options."""
+        decide_then_resume(
+            self.choice, run_id, prefix, record, self.as_json, self.agent, self.episode_json
+        )
+
+
+def deciding_options(*, agent_required: bool = False) -> Callable[[Callable[..., None]], Any]:
+    """``--by``, ``--agent``/``--episode`` (required with ``agent_required``), ``--store`` and
+    ``--json``, handed to the command as one keyword argument ``deciding`` (a :class:`Deciding`)."""
+
+    def decorate(command: Callable[..., None]) -> Any:
+        @functools.wraps(command)
+        def gathered(
+            *arguments: Any,
+            decided_by: str,
+            agent: str | None,
+            episode_json: str | None,
+            store: str | None,
+            as_json: bool,
+            **options: Any,
+        ) -> None:
+            choice = command_kit.store_choice(store)
+            deciding = Deciding(decided_by, agent, episode_json, choice, as_json)
+            command(*arguments, deciding=deciding, **options)
+
+        agent_choice = agent_options if agent_required else resume_options
+        options = command_kit.store_option(command_kit.json_option(gathered))
+        return by_option(agent_choice(options))
+
+    return decorate
 
 
 #: Any well-formed digest: when nothing is pending the library refuses before comparing it.

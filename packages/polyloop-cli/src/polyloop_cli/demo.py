@@ -35,6 +35,7 @@ from polyloop.errors import PolyLoopError
 from polyloop.ports import Event, EventKind
 from polyloop.session import resume
 from polyloop.types import StopReason
+from polyloop_cli.command_kit import json_option_saying, store_option_saying
 from polyloop_cli.demo_task import (
     TOOL_POLICIES,
     ModelConfig,
@@ -97,14 +98,9 @@ def _model_config(base_url: str | None, model: str | None, scripted: bool) -> Mo
 
 
 @click.command()
-@click.option(
-    "--store",
-    "store",
-    metavar="URL",
-    default=None,
-    help="Where the runs go. "
-    "Default: $POLYLOOP_STORE, else sqlite:$POLYLOOP_HOME/demo.sqlite "
-    "(POLYLOOP_HOME defaults to ./.polyloop).",
+@store_option_saying(
+    "Where the runs go. Default: $POLYLOOP_STORE, else sqlite:$POLYLOOP_HOME/demo.sqlite "
+    "(POLYLOOP_HOME defaults to ./.polyloop)."
 )
 @click.option(
     "--ledger",
@@ -131,7 +127,7 @@ def _model_config(base_url: str | None, model: str | None, scripted: bool) -> Mo
     help="Instead: a run whose refund waits for a person's approval. It parks before the "
     "refund; the command printed (`polyloop approve … --agent …`) approves and continues it.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document at the end.")
+@json_option_saying("Print one JSON document at the end.")
 def demo(
     store: str | None,
     ledger: Path | None,

@@ -3,7 +3,6 @@ arguments, validated against the tool's schema in the run's own agent."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 
 import click
@@ -11,31 +10,24 @@ import click
 from polyloop import session
 from polyloop.asking import UserAsked
 from polyloop.ports import RunStore
-from polyloop_cli.agents import agent_options, opened_agent
-from polyloop_cli.command_kit import json_option, run_coroutine, store_choice, store_option
-from polyloop_cli.deciding import by_option, decide, report_decision, sha256_option
-from polyloop_cli.errors import CliError, ExitCode
+from polyloop_cli.agents import opened_agent
+from polyloop_cli.command_kit import run_coroutine
+from polyloop_cli.deciding import (
+    Deciding,
+    decide,
+    deciding_options,
+    report_decision,
+    sha256_option,
+)
+from polyloop_cli.errors import json_object_option
 from polyloop_cli.render import Output
 
 __all__ = ["edit"]
 
 
 def _arguments(text: str) -> Mapping[str, object]:
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise CliError(
-            ExitCode.USAGE,
-            f"--arguments is not JSON ({error.msg} at column {error.colno}); give the call's "
-            """arguments as a JSON object, e.g. '{"amount": 40}'.""",
-        ) from None
-    if not isinstance(value, dict):
-        raise CliError(
-            ExitCode.USAGE,
-            f"--arguments must be a JSON object (the call's arguments), got "
-            f"{type(value).__name__}.",
-        )
-    return value
+    advice = """give the call's arguments as a JSON object, e.g. '{"amount": 40}'."""
+    return json_object_option(text, "--arguments", advice, " (the call's arguments)")
 
 
 @click.command()
@@ -48,20 +40,8 @@ def _arguments(text: str) -> Mapping[str, object]:
     help="The arguments to approve instead, a JSON object; the tool's schema must accept it.",
 )
 @sha256_option
-@by_option
-@agent_options
-@store_option
-@json_option
-def edit(
-    run_id: str,
-    arguments_json: str,
-    prefix: str | None,
-    decided_by: str,
-    agent: str,
-    episode_json: str | None,
-    store: str | None,
-    as_json: bool,
-) -> None:
+@deciding_options(agent_required=True)
+def edit(run_id: str, arguments_json: str, prefix: str | None, deciding: Deciding) -> None:
     """Approve the tool call run RUN_ID waits on, with other arguments. They are checked
     against the tool's schema in the run's agent (--agent), like any call.
 
@@ -70,19 +50,20 @@ def edit(
     decided right now; 13 the schema refuses the arguments, or the ask is a question or a
     tool-less action; 22 the factory cannot be loaded. Nothing is written on any of them.
     """
-    choice = store_choice(store)
+    choice, agent = deciding.choice, deciding.agent
+    assert agent is not None  # --agent is required for edit
     arguments = _arguments(arguments_json)
 
     async def record(opened: RunStore, run_id: str, ask: UserAsked | None, digest: str) -> object:
-        async with opened_agent(agent, episode_json, run_id, opened) as built:
+        async with opened_agent(agent, deciding.episode_json, run_id, opened) as built:
             return await session.edit(
                 opened,
                 run_id,
                 arguments,
                 tools=built.request.tools,
                 arguments_sha256=digest,
-                decided_by=decided_by,
+                decided_by=deciding.decided_by,
             )
 
     ask, answered = run_coroutine(decide(choice, run_id, prefix, record))
-    report_decision(Output(as_json=as_json), choice, ask, answered)
+    report_decision(Output(as_json=deciding.as_json), choice, ask, answered)

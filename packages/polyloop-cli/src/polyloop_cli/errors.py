@@ -6,13 +6,22 @@ part of the command's interface (scripts branch on them): see ``research-wiki/de
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any, Generic, TypeVar
 
-__all__ = ["HEADLINE_LIMIT", "CliError", "ExitCode", "Refusal", "refusals", "shown_id"]
+__all__ = [
+    "HEADLINE_LIMIT",
+    "CliError",
+    "ExitCode",
+    "Refusal",
+    "json_object_option",
+    "refusals",
+    "shown_id",
+]
 
 E = TypeVar("E", bound=Exception)
 
@@ -73,6 +82,23 @@ class ExitCode(IntEnum):
 HEADLINE_LIMIT = 200
 #: Run ids in messages are cut to this many characters (a run_id may be 10 kB long).
 SHOWN_ID_LIMIT = 60
+
+
+def json_object_option(text: str, option: str, advice: str, what: str = "") -> dict[str, Any]:
+    """The JSON object an option's value holds, else exit 2: ``<option> is not JSON (…);
+    <advice>`` or ``<option> must be a JSON object<what>, got <type>.``"""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise CliError(
+            ExitCode.USAGE,
+            f"{option} is not JSON ({error.msg} at column {error.colno}); {advice}",
+        ) from None
+    if not isinstance(value, dict):
+        raise CliError(
+            ExitCode.USAGE, f"{option} must be a JSON object{what}, got {type(value).__name__}."
+        )
+    return value
 
 
 def shown_id(run_id: str) -> str:

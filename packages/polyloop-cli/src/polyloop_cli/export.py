@@ -13,12 +13,13 @@ from polyloop.serialization import dumps
 from polyloop_cli.command_kit import (
     existing_log,
     json_option,
+    output_option,
+    refuse_corrupt,
     run_coroutine,
     store_choice,
     store_option,
 )
 from polyloop_cli.errors import CliError, ExitCode, shown_id
-from polyloop_cli.inspection import corruption
 from polyloop_cli.invocation import suggest
 from polyloop_cli.render import Output
 
@@ -37,14 +38,7 @@ __all__ = ["export"]
     "snapshot: the whole run log as a trajectory snapshot (a pretty-printed JSON array of its "
     "records), the file polyloop_contract's trajectory_snapshot writes for a RunLog.",
 )
-@click.option(
-    "--output",
-    "-o",
-    "output_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Write to this file instead of stdout.",
-)
+@output_option("Write to this file instead of stdout.")
 @click.option(
     "--mask",
     "masks",
@@ -79,14 +73,7 @@ def export(
         raise CliError(ExitCode.USAGE, "--mask needs a field name, such as --mask call_id.")
     choice = store_choice(store)
     log = run_coroutine(existing_log(choice, run_id))
-    verdict = corruption(log, run_id)
-    if verdict is not None:
-        raise CliError(
-            ExitCode.CORRUPT_LOG,
-            f"refusing to export run {shown_id(run_id)}: its log is corrupt; "
-            f"`{suggest('show', run_id, *choice.option)}` shows what it holds.",
-            detail=verdict,
-        )
+    refuse_corrupt(choice, log, run_id, "refusing to export")
     if fmt == "snapshot":
         lines, unmatched = _snapshot_text(log, masks)
         for name in unmatched:

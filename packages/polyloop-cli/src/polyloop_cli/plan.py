@@ -9,13 +9,12 @@ from polyloop_cli.asks import ask_block, ask_headline, ask_json
 from polyloop_cli.command_kit import (
     existing_log_and_holder,
     json_option,
+    refuse_corrupt,
     run_coroutine,
     store_choice,
     store_option,
 )
-from polyloop_cli.errors import CliError, ExitCode, shown_id
-from polyloop_cli.inspection import corruption, holder_json, plan_report
-from polyloop_cli.invocation import suggest
+from polyloop_cli.inspection import holder_json, plan_report
 from polyloop_cli.render import Output
 
 __all__ = ["plan"]
@@ -30,14 +29,7 @@ def plan(run_id: str, store: str | None, as_json: bool) -> None:
     output = Output(as_json=as_json)
     choice = store_choice(store)
     log, holder = run_coroutine(existing_log_and_holder(choice, run_id))
-    verdict = corruption(log, run_id)
-    if verdict is not None:
-        raise CliError(
-            ExitCode.CORRUPT_LOG,
-            f"resume would refuse run {shown_id(run_id)}: its log is corrupt; "
-            f"`{suggest('show', run_id, *choice.option)}` shows what it holds.",
-            detail=verdict,
-        )
+    refuse_corrupt(choice, log, run_id, "resume would refuse")
     report = plan_report(log)
     refused_now = holder is not None and log.finished is None
     ask = pending_ask(log)

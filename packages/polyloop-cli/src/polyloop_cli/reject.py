@@ -7,9 +7,7 @@ import click
 from polyloop import session
 from polyloop.asking import UserAsked
 from polyloop.ports import RunStore
-from polyloop_cli.agents import resume_options
-from polyloop_cli.command_kit import json_option, store_choice, store_option
-from polyloop_cli.deciding import by_option, decide_then_resume, sha256_option
+from polyloop_cli.deciding import Deciding, deciding_options, sha256_option
 
 __all__ = ["reject"]
 
@@ -23,20 +21,8 @@ __all__ = ["reject"]
     help="Why not. The model reads it as the step's observation, to choose what to do next.",
 )
 @sha256_option
-@by_option
-@resume_options
-@store_option
-@json_option
-def reject(
-    run_id: str,
-    reason: str,
-    prefix: str | None,
-    decided_by: str,
-    agent: str | None,
-    episode_json: str | None,
-    store: str | None,
-    as_json: bool,
-) -> None:
+@deciding_options()
+def reject(run_id: str, reason: str, prefix: str | None, deciding: Deciding) -> None:
     """Refuse the action run RUN_ID waits on: the step ends not_executed, and the model reads
     the reason when the run is resumed.
 
@@ -45,11 +31,10 @@ def reject(
     12 the run is being driven or decided right now; 13 the ask is a question, or the reason
     is empty. Nothing is written on any of them.
     """
-    choice = store_choice(store)
 
     async def record(opened: RunStore, run_id: str, ask: UserAsked | None, digest: str) -> object:
         return await session.reject(
-            opened, run_id, reason=reason, arguments_sha256=digest, decided_by=decided_by
+            opened, run_id, reason=reason, arguments_sha256=digest, decided_by=deciding.decided_by
         )
 
-    decide_then_resume(choice, run_id, prefix, record, as_json, agent, episode_json)
+    deciding.then_resume(run_id, prefix, record)

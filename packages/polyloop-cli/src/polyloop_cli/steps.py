@@ -27,10 +27,17 @@ import orjson
 
 from polyloop.errors import ConfigurationError
 from polyloop.stores.step_table import StepTable, Unreadable, column_type, step_columns
+from polyloop_cli.command_kit import (
+    STORE_AS_FOR_RUNS,
+    json_option_saying,
+    output_option,
+    store_choice,
+    store_option_saying,
+)
 from polyloop_cli.errors import CliError, ExitCode, shown_id
 from polyloop_cli.invocation import suggest
 from polyloop_cli.render import Output
-from polyloop_cli.stores import StoreUrl, default_store_url, open_store, parse_store_url
+from polyloop_cli.stores import StoreUrl, open_store
 
 __all__ = ["FORMATS", "steps", "write_rows", "write_table"]
 
@@ -222,22 +229,9 @@ def _damage_detail(unreadable: Sequence[Unreadable]) -> str:
     required=True,
     help="parquet (needs polyloop-cli[parquet]), csv or jsonl.",
 )
-@click.option(
-    "--output",
-    "-o",
-    "output_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    required=True,
-    help="The file to write (replaced whole when the table is written).",
-)
-@click.option(
-    "--store",
-    "store",
-    metavar="URL",
-    default=None,
-    help="Store URL, as for `polyloop runs` (default: $POLYLOOP_STORE, else the demo store).",
-)
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON summary instead of a line.")
+@output_option("The file to write (replaced whole when the table is written).", required=True)
+@store_option_saying(STORE_AS_FOR_RUNS)
+@json_option_saying("Print a JSON summary instead of a line.")
 def steps(
     run_ids: tuple[str, ...], fmt: str, output_path: Path, store: str | None, as_json: bool
 ) -> None:
@@ -249,13 +243,9 @@ def steps(
     """
     if fmt == "parquet":
         _parquet_modules()
-    url = parse_store_url(store if store is not None else default_store_url())
+    choice = store_choice(store)
+    url, advice = choice.url, choice.missing_advice
     option = () if store is None else ("--store", str(url))
-    advice = (
-        "pass --store with the path of an existing store."
-        if store is not None
-        else f"run `{suggest('demo')}` to create the demo store, or pass --store."
-    )
     table, count = asyncio.run(
         write_table(url, run_ids or None, fmt, output_path, missing_advice=advice)
     )

@@ -13,6 +13,13 @@ from pathlib import Path
 import click
 
 from polyloop.ports import RunLog
+from polyloop_cli.command_kit import (
+    STORE_AS_FOR_RUNS,
+    json_option_saying,
+    output_option,
+    store_choice,
+    store_option_saying,
+)
 from polyloop_cli.errors import CliError, ExitCode, shown_id
 from polyloop_cli.inspection import run_summary
 from polyloop_cli.invocation import suggest
@@ -20,10 +27,8 @@ from polyloop_cli.render import Output
 from polyloop_cli.stores import (
     StoreUrl,
     damaged_message,
-    default_store_url,
     list_run_ids,
     open_store,
-    parse_store_url,
     read_run,
     salvage,
 )
@@ -107,23 +112,13 @@ async def _write_all(
 @click.option(
     "--all", "every", is_flag=True, help="Every run: a list page linking to one page per run."
 )
-@click.option(
-    "--output",
-    "-o",
-    "output_path",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="The page to write (default ./<run>.html); with --all, a directory (default "
+@output_option(
+    "The page to write (default ./<run>.html); with --all, a directory (default "
     "./polyloop-view) that gets index.html and runs/.",
+    file=False,
 )
-@click.option(
-    "--store",
-    "store",
-    metavar="URL",
-    default=None,
-    help="Store URL, as for `polyloop runs` (default: $POLYLOOP_STORE, else the demo store).",
-)
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON summary instead of a line.")
+@store_option_saying(STORE_AS_FOR_RUNS)
+@json_option_saying("Print a JSON summary instead of a line.")
 def view(
     run_id: str | None, every: bool, output_path: Path | None, store: str | None, as_json: bool
 ) -> None:
@@ -133,13 +128,9 @@ def view(
     """
     if (run_id is None) == (not every):
         raise click.UsageError("give either a RUN_ID or --all (not both, not neither).")
-    url = parse_store_url(store if store is not None else default_store_url())
+    choice = store_choice(store)
+    url, advice = choice.url, choice.missing_advice
     option = () if store is None else ("--store", str(url))
-    advice = (
-        "pass --store with the path of an existing store."
-        if store is not None
-        else f"run `{suggest('demo')}` to create the demo store, or pass --store."
-    )
     output = Output(as_json=as_json)
     if run_id is None:
         directory = output_path or Path("polyloop-view")
