@@ -214,16 +214,23 @@ async def read_pending_ask(store: RunStore, run_id: str) -> UserAsked | None:
     return pending_ask(await store.read_log(run_id))
 
 
+@dataclass(frozen=True, slots=True)
+class _Binding:
+    """What a decision on an action is bound to: the digests the person saw, checked against
+    the pending ask (and ``tools``, the registry the run is resumed with, when given)."""
+
+    arguments_sha256: str
+    schema_sha256: str | None
+    policy_name: str | None
+    tools: ToolRegistry | None
+
+
 async def _decide(
     store: RunStore,
     run_id: str,
     decision: UserDecision,
-    *,
-    arguments_sha256: str | None,
-    schema_sha256: str | None,
-    policy_name: str | None,
-    tools: ToolRegistry | None,
     lease_wait_seconds: float,
+    binding: _Binding | None = None,
 ) -> UserAnswered:
     asking = require_user_asking(store, f"Deciding run {run_id!r}")
     check_lease_wait(lease_wait_seconds)
@@ -234,8 +241,11 @@ async def _decide(
         ask = pending_ask(log)
         if ask is None:
             raise _not_pending(run_id, log)
-        if arguments_sha256 is not None:
-            _check_binding(ask, arguments_sha256, schema_sha256, policy_name, tools)
+        tools = None if binding is None else binding.tools
+        if binding is not None:
+            _check_binding(
+                ask, binding.arguments_sha256, binding.schema_sha256, binding.policy_name, tools
+            )
         record = decided(ask, decision, tools)
         await asking.write_user_answered(record)
         return record
@@ -261,16 +271,9 @@ async def approve(
     :class:`AskNotPendingError`, :class:`StaleAskError` naming the key that differs, or
     :class:`RunLeaseHeldError` while a driver holds the run. Returns the recorded decision.
     """
-    return await _decide(
-        store,
-        run_id,
-        UserDecision.approve(decided_by=decided_by),
-        arguments_sha256=arguments_sha256,
-        schema_sha256=schema_sha256,
-        policy_name=policy_name,
-        tools=tools,
-        lease_wait_seconds=lease_wait_seconds,
-    )
+    binding = _Binding(arguments_sha256, schema_sha256, policy_name, tools)
+    decision = UserDecision.approve(decided_by=decided_by)
+    return await _decide(store, run_id, decision, lease_wait_seconds, binding)
 
 
 async def edit(
@@ -286,16 +289,9 @@ async def edit(
 ) -> UserAnswered:
     """Approve the pending call with other ``arguments``, validated against the tool's schema
     in ``tools`` (whose schema must still be the one asked about)."""
-    return await _decide(
-        store,
-        run_id,
-        UserDecision.edit(arguments, decided_by=decided_by),
-        arguments_sha256=arguments_sha256,
-        schema_sha256=None,
-        policy_name=policy_name,
-        tools=tools,
-        lease_wait_seconds=lease_wait_seconds,
-    )
+    binding = _Binding(arguments_sha256, None, policy_name, tools)
+    decision = UserDecision.edit(arguments, decided_by=decided_by)
+    return await _decide(store, run_id, decision, lease_wait_seconds, binding)
 
 
 async def reject(
@@ -312,16 +308,9 @@ async def reject(
 ) -> UserAnswered:
     """Refuse the pending action; the step ends ``NOT_EXECUTED`` and the model reads
     ``reason`` through the request's ``rejected_template``."""
-    return await _decide(
-        store,
-        run_id,
-        UserDecision.reject(reason, decided_by=decided_by),
-        arguments_sha256=arguments_sha256,
-        schema_sha256=schema_sha256,
-        policy_name=policy_name,
-        tools=tools,
-        lease_wait_seconds=lease_wait_seconds,
-    )
+    binding = _Binding(arguments_sha256, schema_sha256, policy_name, tools)
+    decision = UserDecision.reject(reason, decided_by=decided_by)
+    return await _decide(store, run_id, decision, lease_wait_seconds, binding)
 
 
 async def answer(
@@ -333,13 +322,5 @@ async def answer(
     lease_wait_seconds: float = 0.0,
 ) -> UserAnswered:
     """Answer the pending question of ``run_id``; ``text`` becomes that step's observation."""
-    return await _decide(
-        store,
-        run_id,
-        UserDecision.answer(text, decided_by=decided_by),
-        arguments_sha256=None,
-        schema_sha256=None,
-        policy_name=None,
-        tools=None,
-        lease_wait_seconds=lease_wait_seconds,
-    )
+    decision = UserDecision.answer(text, decided_by=decided_by)
+    return await _decide(store, run_id, decision, lease_wait_seconds)
