@@ -9,7 +9,7 @@ with a fresh store on the same storage:
 
 - prefix durability: per run, every acknowledged record is present, in order, and at most one
   more (the write that was in flight) follows it;
-- the log passes ``polyloop.session.validate_log``;
+- the log passes ``polyloop.recovery.validate_log``;
 - ``resume`` does what the recovery table (``plan_resume``) says: it returns the recorded
   result, stops ``resume_state_unknown`` for an in-doubt NEVER call, or completes the run.
 """

@@ -16,6 +16,7 @@ import pytest
 
 import polyloop
 from polyloop.recovery import TOOL_LESS_TERMS, ActionTerms, action_terms
+from polyloop.recovery._terms import repeated_on_resume
 from polyloop.tools import ToolSpec
 from polyloop.types import ReplayPolicy
 
@@ -91,3 +92,10 @@ def test_no_caller_writes_the_rule_again(relative: str) -> None:
 def test_the_rule_is_written_once_in_its_module() -> None:
     """`recovery/_terms.py` names `ReplayPolicy.NEVER` exactly once: the tool-less terms."""
     assert 1 == len(_never_literals(TERMS_MODULE))
+
+
+@pytest.mark.parametrize("policy", list(ReplayPolicy))
+def test_only_a_safe_intent_in_doubt_is_made_again(policy: ReplayPolicy) -> None:
+    """`repeated_on_resume` (what `plan_resume` asks of an intent in doubt) holds for `safe`
+    alone."""
+    assert repeated_on_resume(policy) is (policy is ReplayPolicy.SAFE)

@@ -17,11 +17,11 @@ from polyloop.asking import (
 from polyloop.ports import RunLog
 from polyloop.recovery._status import answer_to
 from polyloop.recovery._stops import stop_after_step, trailing_parse_failures
+from polyloop.recovery._terms import repeated_on_resume
 from polyloop.types import (
     Intent,
     IntentKind,
     ModelCallResult,
-    ReplayPolicy,
     StopReason,
 )
 
@@ -96,7 +96,7 @@ def _in_doubt(
     model_result: ModelCallResult | None,
 ) -> ResumePlan:
     what = "model call" if intent.kind is IntentKind.MODEL_CALL else "action"
-    if intent.replay_policy is ReplayPolicy.SAFE:
+    if repeated_on_resume(intent.replay_policy):
         return ResumePlan(
             state,
             again,

@@ -8,9 +8,11 @@ against it (the tools' terms read from the run's parameter snapshot), and the re
 ``polyloop.testing`` build intents from it.
 
 Following ``replay policy never`` from a tool to resume takes three files: ``polyloop/tools.py``
-(``ToolSpec.replay_policy``, ``NEVER`` by default), this one (the rule), and
-``polyloop/session/_resume.py`` (``_action_in_doubt``, which refuses an intent whose policy is
-not these terms'; ``recovery/_table.py`` then stops a ``never`` intent in doubt).
+(``ToolSpec.replay_policy``, ``NEVER`` by default), this one (the terms an action's intent is
+written under, and :func:`repeated_on_resume`: only a ``safe`` intent in doubt is made again),
+and ``polyloop/recovery/_table.py`` (``plan_resume``, whose ``_in_doubt`` turns a ``never``
+intent in doubt into ``stop_state_unknown``; ``session/_resume.py`` carries that plan out, and
+its ``_action_in_doubt`` refuses a replay whose intent disagrees with these terms).
 
 It sits in ``recovery`` (below ``session``, beside ``tools``, which it never imports): any
 object with a ``replay_policy`` and a ``completes_run`` — a ``ToolSpec`` — gives a tool's terms.
@@ -24,7 +26,7 @@ from typing import Final, Protocol
 
 from polyloop.types import ReplayPolicy
 
-__all__ = ["TOOL_LESS_TERMS", "ActionTerms", "ToolTerms", "action_terms"]
+__all__ = ["TOOL_LESS_TERMS", "ActionTerms", "ToolTerms", "action_terms", "repeated_on_resume"]
 
 
 class ToolTerms(Protocol):
@@ -65,3 +67,10 @@ def action_terms(
     if tool is None:
         return None
     return ActionTerms(replay_policy=tool.replay_policy, completes_run=tool.completes_run)
+
+
+def repeated_on_resume(replay_policy: ReplayPolicy) -> bool:
+    """Whether ``resume`` makes an intent in doubt (announced, never settled) again: only when
+    its policy is ``safe``. Any other may or may not have happened, so the run stops with
+    ``resume_state_unknown`` instead of repeating it."""
+    return replay_policy is ReplayPolicy.SAFE

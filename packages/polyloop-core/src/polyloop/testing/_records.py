@@ -1,12 +1,12 @@
 """Run-log records built by hand the way the loop writes them, for tests of stores, tools and resume.
 
 Each step builder returns a :class:`StepWrites`: the records one step writes, in the loop's
-order, with the result ids of :func:`polyloop.session.model_result_id` and
-:func:`~polyloop.session.action_result_id` and every :class:`~polyloop.types.StepRecord` field
+order, with the result ids of :func:`polyloop.recovery.model_result_id` and
+:func:`~polyloop.recovery.action_result_id` and every :class:`~polyloop.types.StepRecord` field
 filled as the loop fills it (``raw_output`` and ``content_chars`` from the reply, the tool's
 arguments in canonical JSON, ``call_id`` from the reply, ``None`` where no action was
 attempted). Steps joined in order, between :func:`run_started` and :func:`run_finished`, make a
-log that :func:`polyloop.session.validate_log` accepts — as long as the test puts them together
+log that :func:`polyloop.recovery.validate_log` accepts — as long as the test puts them together
 the way a run could have (a final answer or a model failure ends a run).
 """
 
