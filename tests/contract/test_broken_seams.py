@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.contract_kit._runner import PYTEST_INI, Result, run_contract
-from tests.contract_kit.broken_seams import CAUGHT_BY
+from tests.contract._runner import PYTEST_INI, Result, run_contract
+from tests.contract.broken_seams import CAUGHT_BY
 
 #: Each test here runs pytest in a subprocess.
 pytestmark = pytest.mark.slow
@@ -14,7 +14,7 @@ CONFTEST = """\
 import pytest
 from polyloop.ports import Action
 from polyloop.testing import ScriptedExecutor
-from tests.contract_kit import broken_seams as b
+from tests.contract import broken_seams as b
 
 
 @pytest.fixture(params=sorted(b.PARSERS))

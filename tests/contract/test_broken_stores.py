@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.contract_kit._runner import PYTEST_INI, Outcome, Result, run_contract
-from tests.contract_kit.broken_stores import (
+from tests.contract._runner import PYTEST_INI, Outcome, Result, run_contract
+from tests.contract.broken_stores import (
     CAUGHT_BY,
     CAUGHT_BY_STATEFUL,
     CORRECT,
@@ -26,7 +26,7 @@ import os
 import pytest
 from hypothesis import settings
 from polyloop_contract import RefusedStore
-from tests.contract_kit import broken_stores
+from tests.contract import broken_stores
 
 # Hypothesis loads a derandomized profile of its own when it sees CI; these runs pin a seed.
 settings.register_profile("seeded", derandomize=False)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from polyloop_contract import StoreCapabilities
-from tests.contract_kit._runner import PYTEST_INI, run_contract
+from tests.contract._runner import PYTEST_INI, run_contract
 
 #: Each test here runs pytest in a subprocess.
 pytestmark = pytest.mark.slow

@@ -11,7 +11,7 @@ import pytest
 from polyloop.serialization import loads
 from polyloop.types import RunResult
 from polyloop_contract.snapshot import run_log_from_json
-from tests.contract_kit._runner import PYTEST_INI, REPO, run_contract
+from tests.contract._runner import PYTEST_INI, REPO, run_contract
 
 #: Each test here runs pytest in a subprocess.
 pytestmark = pytest.mark.slow

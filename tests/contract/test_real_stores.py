@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.contract_kit._runner import REPO, Result, run_contract
+from tests.contract._runner import REPO, Result, run_contract
 from tests.stores._postgres import admin
 
 #: Each test here runs pytest in a subprocess.

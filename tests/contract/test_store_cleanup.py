@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.contract_kit._runner import PYTEST_INI, run_contract
+from tests.contract._runner import PYTEST_INI, run_contract
 
 #: Each test here runs pytest in a subprocess.
 pytestmark = pytest.mark.slow
@@ -18,7 +18,7 @@ import itertools
 import os
 
 import pytest
-from tests.contract_kit import broken_stores
+from tests.contract import broken_stores
 
 JOURNAL = os.environ["CLEANUP_JOURNAL"]
 numbers = itertools.count()

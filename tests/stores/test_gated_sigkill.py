@@ -1,6 +1,6 @@
 """Runs that wait for a person, killed with SIGKILL around the ask and the decision (issue 24).
 
-A child process drives the gated scenario (tests.hitl._kit: approve a refund, answer a
+A child process drives the gated scenario (tests.asking_kit: approve a refund, answer a
 question, reject code, edit a refund, submit) on a durable store, announcing every write; the
 parent kills it right before or after the ``UserAsked`` and the ``UserAnswered`` of a refund,
 or while the approved refund runs. Then, with a fresh store on the same storage, the parent
@@ -29,7 +29,7 @@ from polyloop.asking import RunParked, Verdict
 from polyloop.recovery import validate_log
 from polyloop.session import resume_or_park, run_or_park
 from polyloop.types import StopReason
-from tests.hitl._kit import (
+from tests.asking_kit import (
     GATED_SCENARIO,
     AboveLimit,
     LedgerEffects,

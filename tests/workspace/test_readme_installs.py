@@ -1,7 +1,7 @@
 """Every Python example of the READMEs names the distributions it needs (tests/readme_examples.py).
 
 The examples that run whole are also installed from wheels, exactly as named, into an empty
-venv and run there: tests/unit/test_package_layout.py.
+venv and run there: tests/workspace/test_package_layout.py.
 """
 
 from __future__ import annotations

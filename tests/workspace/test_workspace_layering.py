@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.test_layering import _imports
+from tests.workspace.test_layering import _imports
 
 ROOT = Path(__file__).resolve().parents[2]
 

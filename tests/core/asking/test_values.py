@@ -13,7 +13,7 @@ from polyloop.asking import AskKind, RunParked, UserAnswered, UserAsked, Verdict
 from polyloop.errors import ConfigurationError
 from polyloop.stores.memory import MemoryRunStore
 from polyloop_contract.trajectory_json import run_log_from_json, trajectory_json
-from tests.hitl._kit import drive_gated
+from tests.asking_kit import drive_gated
 from tests.loop_kit import Effects
 
 DIGEST = "a" * 64

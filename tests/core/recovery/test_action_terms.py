@@ -2,7 +2,7 @@
 
 A tool-less action is ``never`` to replay and completes nothing; a tool call takes its spec's
 ``replay_policy`` and ``completes_run``. The callers (the loop, resume, the validation and the
-record builders) are shown to agree with it in ``tests/integration/test_action_terms.py``; here
+record builders) are shown to agree with it in ``tests/core/session/test_action_terms.py``; here
 the rule itself, and that none of them writes the rule's literal again.
 """
 

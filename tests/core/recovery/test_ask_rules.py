@@ -25,7 +25,7 @@ from polyloop.recovery import (
 from polyloop.session import approve, resume_or_park, run, run_or_park
 from polyloop.stores.memory import MemoryRunStore
 from polyloop.types import IntentKind, RunResult, StopReason
-from tests.hitl._kit import GATED_SCENARIO, AboveLimit, definition, drive_gated, gated_request
+from tests.asking_kit import GATED_SCENARIO, AboveLimit, definition, drive_gated, gated_request
 from tests.loop_kit import Effects, make_definition, make_request, replies
 
 

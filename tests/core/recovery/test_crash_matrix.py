@@ -14,7 +14,7 @@ from polyloop.recovery import ResumeMove, plan_resume, validate_log
 from polyloop.session import resume, run
 from polyloop.stores.memory import MemoryRunStore
 from polyloop.types import IntentKind, ReplayPolicy, StopReason
-from tests.hitl.test_gated_crash_matrix import gated_crash_moves
+from tests.core.recovery.test_gated_crash_matrix import gated_crash_moves
 from tests.loop_kit import (
     SCENARIO,
     Crash,
@@ -149,7 +149,7 @@ async def test_crash_at_a_write_then_resume(
 
 
 async def test_crash_matrix_covers_every_recovery_state() -> None:
-    """The scenario's crash points, with those of the gated scenario (tests/hitl, whose runs
+    """The scenario's crash points, with those of the gated scenario (test_gated_crash_matrix.py, whose runs
     wait for a person), reach every tail state of the recovery table."""
     seen: set[str] = await gated_crash_moves()
     for policy in (ReplayPolicy.SAFE, ReplayPolicy.NEVER):

@@ -2,7 +2,7 @@
 continued by a fresh driver and fresh deciders: no gated action runs without a recorded
 approval, none runs twice, and an acknowledged decision is never lost or asked again.
 
-The "crash" is a ``BaseException`` raised by a store wrapper (see tests/crash); runs of real
+The "crash" is a ``BaseException`` raised by a store wrapper (see test_crash_matrix.py); runs of real
 processes killed on the durable stores are in ``tests/stores/test_gated_sigkill.py``.
 """
 
@@ -14,7 +14,7 @@ from polyloop.asking import Verdict
 from polyloop.recovery import ResumeMove, plan_resume, validate_log
 from polyloop.stores.memory import MemoryRunStore
 from polyloop.types import StopReason
-from tests.hitl._kit import (
+from tests.asking_kit import (
     AskingCrashBeforeStore,
     AskingCrashingStore,
     approved_steps,
@@ -90,7 +90,7 @@ async def test_gated_crash_then_continue(kind: type[AskingCrashingStore], point:
 
 
 async def gated_crash_moves() -> set[str]:
-    """The recovery moves the gated crash points reach (tests/crash holds the table covered)."""
+    """The recovery moves the gated crash points reach (test_crash_matrix.py holds the table covered)."""
     seen: set[str] = set()
     for point in range(1, TOTAL_WRITES + 1):
         memory, _ = await _crashed(AskingCrashingStore, point)

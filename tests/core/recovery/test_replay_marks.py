@@ -13,7 +13,7 @@ from polyloop.serialization import dumps_log_record, loads_log_record
 from polyloop.session import resume, run
 from polyloop.stores.memory import MemoryRunStore
 from polyloop.types import IntentKind, ReplayPolicy
-from tests.crash.test_crash_matrix import CRASH_POINTS
+from tests.core.recovery.test_crash_matrix import CRASH_POINTS
 from tests.loop_kit import (
     SCENARIO,
     Crash,

@@ -4,7 +4,7 @@ of a recorded step, and the record builders (issue 28, item 3).
 
 Each case is a tool-less action or a call of tool ``t`` with each replay policy and each
 ``completes_run``; the expected terms come from the function, and the function's own table is
-pinned in ``tests/unit/test_action_terms.py``.
+pinned in ``tests/core/recovery/test_action_terms.py``.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from polyloop.session import (
 )
 from polyloop.stores.memory import MemoryRunStore
 from polyloop.types import ActionStatus, RunResult, StopReason
-from tests.hitl._kit import AboveLimit, AskingCrashingStore, definition, gated_request
+from tests.asking_kit import AboveLimit, AskingCrashingStore, definition, gated_request
 from tests.loop_kit import Crash, Effects
 
 
@@ -115,7 +115,7 @@ def _expected_effects(steps: list[Step]) -> Counter[str]:
 
 async def _drive(steps: list[Step], store: object, effects: Effects, started: bool) -> RunResult:
     script = [step.line() for step in steps] + ["CALL submit {}"]
-    from tests.hitl._kit import gated_tools
+    from tests.asking_kit import gated_tools
 
     tools = gated_tools(effects, refund_gated=False)
     request = gated_request("p", effects, tools=tools, max_steps=len(script) + 1)

@@ -29,7 +29,7 @@ from polyloop.stores.memory import MemoryRunStore
 from polyloop.testing import LineDecisionParser, RecordingEventSink
 from polyloop.tools import ToolSpec
 from polyloop.types import RunResult
-from tests.hitl._kit import AboveLimit, definition, gated_request, gated_tools
+from tests.asking_kit import AboveLimit, definition, gated_request, gated_tools
 from tests.loop_kit import Effects, RecordingStore, make_definition, replies
 
 SCRIPT = ['CALL refund {"amount": 80}', 'CALL ask_user {"question": "Why?"}', "CALL submit {}"]

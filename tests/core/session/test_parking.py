@@ -27,7 +27,7 @@ from polyloop.types import (
     RunResult,
     StopReason,
 )
-from tests.hitl._kit import AboveLimit, definition, gated_request, gated_tools
+from tests.asking_kit import AboveLimit, definition, gated_request, gated_tools
 from tests.loop_kit import Effects
 
 SCRIPT = ['CALL refund {"amount": 80}', "CALL submit {}"]

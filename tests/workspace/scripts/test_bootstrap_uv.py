@@ -21,7 +21,7 @@ from typing import ClassVar
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SCRIPT = ROOT / "scripts" / "bootstrap_uv.py"
 SYSTEM_PYTHON = Path("/usr/bin/python3")
 

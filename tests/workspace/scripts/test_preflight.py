@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SCRIPTS = ("preflight.sh", "sbin-path.sh", "postgres-test-cluster.sh", "test.sh")
 # What the scripts themselves call; none of the parts the preflight looks for.
 BASIC_TOOLS = (
