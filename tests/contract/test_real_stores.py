@@ -10,7 +10,7 @@ from tests.contract._runner import REPO, Result, run_contract
 from tests.stores._postgres import admin
 
 #: Each test here runs pytest in a subprocess.
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.server]
 
 
 #: The rules that need a second store object on the same storage.

@@ -43,7 +43,7 @@ from tests.stores._postgres import wait_until_sessions_end
 from tests.stores._procs import ROOT
 
 #: Real processes killed with SIGKILL.
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.crash]
 
 #: (line that triggers the kill, step): before/after the ask and the decision of both refunds
 #: (step 0 is approved, step 3 edited), and during each approved refund.

@@ -29,6 +29,8 @@ from tests.loop_kit import (
     without_wall_time,
 )
 
+pytestmark = pytest.mark.crash
+
 NEVER_ACTIONS = ("write", "code", "submit")
 
 

@@ -22,6 +22,8 @@ from tests.asking_kit import (
 )
 from tests.loop_kit import Crash, Effects, without_wall_time
 
+pytestmark = pytest.mark.crash
+
 #: Writes of the uninterrupted gated scenario, decisions included (checked below).
 TOTAL_WRITES = 28
 CRASH_POINTS = [

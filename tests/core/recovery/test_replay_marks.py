@@ -26,6 +26,8 @@ from tests.loop_kit import (
     scenario_tools,
 )
 
+pytestmark = pytest.mark.crash
+
 #: What the resumed step records, by the move resume made on the tail.
 EXPECTED = {
     ResumeMove.EXECUTE_ACTION_AGAIN: IntentKind.ACTION,

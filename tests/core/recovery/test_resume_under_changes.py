@@ -38,7 +38,7 @@ from tests.loop_kit import (
 )
 from tests.stores._helpers import FILE_KINDS, close_store, open_store
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.crash]
 
 RUN_ID = "changed"
 BUDGET = Budget(

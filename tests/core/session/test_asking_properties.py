@@ -9,6 +9,7 @@ import contextlib
 from collections import Counter
 from dataclasses import dataclass
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -28,6 +29,8 @@ from polyloop.stores.memory import MemoryRunStore
 from polyloop.types import ActionStatus, RunResult, StopReason
 from tests.asking_kit import AboveLimit, AskingCrashingStore, definition, gated_request
 from tests.loop_kit import Crash, Effects
+
+pytestmark = pytest.mark.crash
 
 
 @dataclass(frozen=True)

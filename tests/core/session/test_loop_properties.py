@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -23,6 +24,8 @@ from polyloop.types import (
     StopReason,
 )
 from tests.loop_kit import Crash, CrashingStore, make_definition, make_request
+
+pytestmark = pytest.mark.crash
 
 KINDS = (
     "never",

@@ -385,6 +385,7 @@ async def test_lease_wait_seconds_must_be_a_finite_number_of_seconds(call: str, 
     assert await store.run_lease_holder("v") is None
 
 
+@pytest.mark.race
 async def test_run_and_resume_racing_over_a_new_run_never_both_drive() -> None:
     """``run`` and ``resume`` of a new run started together on one store: when ``run`` takes
     the lease first it drives and ``resume`` is refused; when ``resume`` does, it finds no run

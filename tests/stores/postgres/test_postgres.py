@@ -53,6 +53,8 @@ from tests.stores._postgres import (
     session_prefix,
 )
 
+pytestmark = pytest.mark.server
+
 
 @pytest.fixture
 def store(postgres_stores: Callable[..., PostgresRunStore]) -> PostgresRunStore:

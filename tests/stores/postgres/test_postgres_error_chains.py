@@ -26,6 +26,8 @@ from tests.stores import _agent
 from tests.stores._helpers import started
 from tests.stores._postgres import server_url, session_prefix
 
+pytestmark = pytest.mark.server
+
 #: A password the test server does not know.
 WRONG = f"wrong-{secrets.token_hex(8)}"
 

@@ -28,6 +28,8 @@ from polyloop.types import IntentKind
 from tests.stores._helpers import intent, started, write_run
 from tests.stores._postgres import ROOT, admin, open_postgres_store, schema_for
 
+pytestmark = pytest.mark.server
+
 
 def _holder_process(schema: str, run_id: str, command: str = "hold") -> subprocess.Popen[str]:
     """A child process holding the lease of ``run_id`` (it prints ``held`` once it does)."""
@@ -118,6 +120,7 @@ async def test_closing_the_store_frees_its_leases(
     assert ["c0", "c1", "c2"] == [lease.run_id for lease in taken]
 
 
+@pytest.mark.crash
 @pytest.mark.slow
 async def test_a_holder_killed_with_sigkill_frees_its_lease_within_a_second(
     postgres_stores: Callable[..., PostgresRunStore], tmp_path: object
@@ -148,6 +151,7 @@ async def _acquire_within(store: PostgresRunStore, run_id: str, seconds: float) 
             await asyncio.sleep(0.01)
 
 
+@pytest.mark.crash
 @pytest.mark.slow
 async def test_a_forked_child_of_the_holder_neither_keeps_the_lease_nor_writes(
     postgres_stores: Callable[..., PostgresRunStore], tmp_path: object

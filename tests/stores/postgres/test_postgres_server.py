@@ -25,6 +25,8 @@ from tests.stores import _agent
 from tests.stores._helpers import expected_log, finished, started
 from tests.stores._postgres import ROOT, Cluster, admin, open_postgres_store, schema_for
 
+pytestmark = pytest.mark.server
+
 #: Runs per process, steps per run, contested runs.
 COUNTS = ("100", "3", "20")
 
@@ -38,6 +40,7 @@ def cluster() -> Iterator[Cluster]:
         own.remove()
 
 
+@pytest.mark.race
 @pytest.mark.slow
 def test_two_processes_writing_200_runs_at_once_and_contesting_20_lose_nothing(
     tmp_path: object,
