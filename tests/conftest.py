@@ -7,7 +7,7 @@ import os
 import pytest
 from hypothesis import settings
 
-from tests import ast_parse_guard, serial_group, xdist_env
+from tests import ast_parse_guard, kinds, serial_group, xdist_env
 
 # In CI (CI=true) every property test draws the same examples on every run, so a landing is
 # never decided by which random examples one run happened to draw; locally each run explores
@@ -29,7 +29,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The tests that run alone are marked `serial`; `--test-group` picks one side."""
+    """Kinds a test implies become markers; those that run alone are marked `serial`;
+    `--test-group` picks one side."""
+    kinds.mark_derived(items)
     serial_group.mark_and_select(config, items)
 
 

@@ -257,6 +257,7 @@ def test_importing_the_command_does_not_import_ray(env: dict[str, str]) -> None:
     assert "False" == python(code, env)
 
 
+@pytest.mark.crash
 @pytest.mark.slow
 def test_a_batch_killed_with_sigkill_and_rerun_finishes_every_episode_exactly_once(
     tmp_path: Path, env: dict[str, str]

@@ -70,6 +70,7 @@ def test_episodes_spread_over_two_workers_on_two_nodes(
     }
 
 
+@pytest.mark.crash
 def test_a_worker_killed_mid_episode_is_replaced_and_the_batch_completes(
     ray_cluster: RayCluster, tmp_path: Path
 ) -> None:

@@ -23,7 +23,7 @@ from polyloop_cli.demo_task import SCRIPT
 from tests.cli._kit import ANSI_ESCAPE, assert_one_line_error, polyloop
 
 #: Each test runs the demo end to end: a worker process killed with SIGKILL, then resumed.
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.crash]
 
 
 def ledger_counts(ledger: Path, run_id: str) -> Counter[str]:

@@ -31,6 +31,8 @@ from tests.cli._kit import (
 )
 from tests.stores._postgres import admin, drop_schemas, server_url
 
+pytestmark = pytest.mark.server
+
 RUN = "pg-run"
 
 

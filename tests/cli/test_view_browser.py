@@ -65,6 +65,7 @@ def _view(env: dict[str, str], url: str, run_id: str, output: Path) -> Path:
     return output
 
 
+@pytest.mark.crash
 @pytest.mark.slow
 def test_a_crashed_and_resumed_run_loads_cleanly_and_marks_the_replay(
     browser: Browser, tmp_path: Path, env: dict[str, str]

@@ -1,6 +1,6 @@
 """Child processes of the gated SIGKILL and race tests: ``python -m tests.stores._gated_child``.
 
-- ``drive KIND WHERE RUN_ID LEDGER HANG_ON``: drive the gated scenario (tests.hitl._kit) to its
+- ``drive KIND WHERE RUN_ID LEDGER HANG_ON``: drive the gated scenario (tests.asking_kit) to its
   end, deciding every ask, printing ``begin <method> <step>`` before and ``w <method> <step>``
   after every store write; effects go to the LEDGER file; the effect named HANG_ON (``-``:
   none) prints ``in-action`` and hangs.
@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from polyloop.errors import PolyLoopError
 from polyloop.ports import LeaseHolder, RunLease, RunLog, RunStore
 from polyloop.session import approve, read_pending_ask, reject
-from tests.hitl._kit import LedgerEffects, drive_gated
+from tests.asking_kit import LedgerEffects, drive_gated
 from tests.stores._helpers import close_store, open_store
 
 

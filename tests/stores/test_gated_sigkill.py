@@ -1,6 +1,6 @@
 """Runs that wait for a person, killed with SIGKILL around the ask and the decision (issue 24).
 
-A child process drives the gated scenario (tests.hitl._kit: approve a refund, answer a
+A child process drives the gated scenario (tests.asking_kit: approve a refund, answer a
 question, reject code, edit a refund, submit) on a durable store, announcing every write; the
 parent kills it right before or after the ``UserAsked`` and the ``UserAnswered`` of a refund,
 or while the approved refund runs. Then, with a fresh store on the same storage, the parent
@@ -29,7 +29,7 @@ from polyloop.asking import RunParked, Verdict
 from polyloop.recovery import validate_log
 from polyloop.session import resume_or_park, run_or_park
 from polyloop.types import StopReason
-from tests.hitl._kit import (
+from tests.asking_kit import (
     GATED_SCENARIO,
     AboveLimit,
     LedgerEffects,
@@ -43,7 +43,7 @@ from tests.stores._postgres import wait_until_sessions_end
 from tests.stores._procs import ROOT
 
 #: Real processes killed with SIGKILL.
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.crash]
 
 #: (line that triggers the kill, step): before/after the ask and the decision of both refunds
 #: (step 0 is approved, step 3 edited), and during each approved refund.

@@ -41,6 +41,8 @@ from tests.stores import _agent
 from tests.stores._helpers import DURABLE_KINDS, FILE_KINDS, close_store, open_store
 from tests.stores._procs import child
 
+pytestmark = [pytest.mark.crash, pytest.mark.race]
+
 RACES = int(os.environ.get("POLYLOOP_LEASE_RACES", "20"))
 #: Writes of an uninterrupted race run: start, 3 pay steps of 4 writes, the final step's 3, end.
 RACE_RUN_WRITES = 1 + 3 * 4 + 3 + 1

@@ -247,6 +247,7 @@ async def _child_attempt(kind: str, where: str) -> dict[str, Any]:  # pragma: no
         await close_store(store)
 
 
+@pytest.mark.race
 async def test_memory_leases_exclude_threads_with_their_own_event_loops() -> None:
     """Eight threads, each running its own event loop, race for one run's lease on one memory
     store: exactly one gets it."""
@@ -531,6 +532,7 @@ async def test_sqlite_migrates_a_1_0_file_and_reports_old_duplicates_as_corrupti
         await store.write_intent(intent("clean", IntentKind.MODEL_CALL, 2))
 
 
+@pytest.mark.race
 def test_several_processes_opening_a_1_0_file_at_once_migrate_it_once(tmp_path: object) -> None:
     """Four processes open one schema-1.0 file at the same moment: all succeed, and the file
     ends at schema 1.1 with one key per record."""

@@ -12,7 +12,7 @@ from tests.stores._helpers import DURABLE_KINDS, close_store, expected_log, open
 from tests.stores._procs import child, finish
 
 #: Real processes racing on one storage.
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.race]
 
 
 @pytest.mark.parametrize("kind", DURABLE_KINDS)

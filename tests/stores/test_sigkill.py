@@ -41,7 +41,7 @@ from tests.stores._postgres import wait_until_sessions_end
 from tests.stores._procs import child
 
 #: Real processes killed with SIGKILL, many rounds per store.
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.crash]
 
 KILLS_PER_STORE = int(os.environ.get("POLYLOOP_KILLS", "50"))
 RUNS = 4

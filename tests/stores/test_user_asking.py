@@ -12,7 +12,7 @@ from polyloop.ports import UserAsking, supports_user_asking
 from polyloop.recovery import RunStatus, pending_ask, run_status, validate_log
 from polyloop.session import answer, approve, read_pending_ask, resume_or_park, run_or_park
 from polyloop.types import RunResult, StopReason
-from tests.hitl._kit import definition, gated_request
+from tests.asking_kit import definition, gated_request
 from tests.loop_kit import Effects
 from tests.stores._helpers import Opened
 

@@ -149,6 +149,7 @@ _OWNER_SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.crash
 @pytest.mark.slow
 async def test_sandbox_dies_with_its_owner_process(backend_name: str, tmp_path: Path) -> None:
     """SIGKILL of the owning process (no cleanup code runs) stops everything inside within 2 s,

@@ -26,6 +26,8 @@ from tests.adapters._processes import kill_all, tagged, wait_until_none
 from tests.adapters.mcp._real_servers import make_repository
 from tests.adapters.mcp.conftest import server_spec
 
+pytestmark = pytest.mark.crash
+
 AGENT = Path(__file__).with_name("_agent.py")
 
 

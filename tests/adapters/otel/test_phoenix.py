@@ -26,7 +26,7 @@ from polyloop.types import StopReason
 from tests.adapters.otel._child import definition, telemetry_for
 from tests.stores import _agent
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.crash]
 
 ROOT = Path(__file__).resolve().parents[3]
 Span = Mapping[str, Any]

@@ -2,7 +2,7 @@
 
 Structural typing, not base classes: a downstream object usually already has a class of its
 own and a wider interface of its project; a Protocol lets the same object satisfy both.
-No third-party type appears in any signature here (``tests/unit/test_import_purity.py``).
+No third-party type appears in any signature here (``tests/core/test_import_purity.py``).
 
 A type lives here when it only packs the arguments or the return of one seam call; values and
 persistent records live in :mod:`polyloop.types` (which must never import this module).

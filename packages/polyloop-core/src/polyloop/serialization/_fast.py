@@ -7,7 +7,7 @@ the JSON type of every field, and builds the record positionally, whose construc
 ``__post_init__``) still checks the structural rules. A decoder that meets anything unusual
 returns ``None`` or raises ``KeyError``/``TypeError``/``ConfigurationError``; the caller then
 asks the strict reader (``_strict``), which gives the same record or the error that names the
-field. ``tests/property/test_stored_record_decoding.py`` and the round-trip tests hold the two
+field. ``tests/stores/test_stored_record_decoding.py`` and the round-trip tests hold the two
 paths to the same answers.
 
 Also here: :func:`parse_json`, the JSON scanner without ``json.loads``'s per-call preamble.

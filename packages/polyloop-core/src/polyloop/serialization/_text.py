@@ -6,7 +6,7 @@ The text is compact JSON with non-ASCII kept as characters, except the few chara
 ``RunFinished`` (and the steps inside them) are written straight into text by encoders
 generated from their stored fields: a step whose fields all have their usual types is one
 f-string; any other value goes through its dict, and both give the same text
-(``tests/property/test_serialization_text.py`` holds them to it).
+(``tests/core/serialization/test_serialization_text.py`` holds them to it).
 """
 
 from __future__ import annotations
