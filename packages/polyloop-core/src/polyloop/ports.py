@@ -696,9 +696,9 @@ class RecordBatching(Protocol):
         same order, never aliasing what was handed in), and the stored form of each record is
         the one its own write would store. Every rule of those writes holds for each record:
         a duplicate (against the log or earlier in ``records``), a second ``RunStarted`` or
-        ``RunFinished``, a record after ``RunFinished`` is refused with the error its own write
-        raises; ``UserAsked``/``UserAnswered`` only on a store that also implements
-        :class:`UserAsking`. An empty sequence writes nothing.
+        ``RunFinished`` is refused with the error its own write raises; ``UserAsked`` and
+        ``UserAnswered`` only on a store that also implements :class:`UserAsking`. An empty
+        sequence writes nothing.
 
         Whole or nothing when refused: if it raises, none of ``records`` is stored (the log is
         as it was), unless it raises a :class:`polyloop.errors.StoreError` whose message says
