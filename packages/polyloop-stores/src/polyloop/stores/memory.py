@@ -20,8 +20,9 @@ from __future__ import annotations
 import os
 import threading
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from polyloop.asking import (
     UserAnswered,
@@ -149,20 +150,23 @@ class MemoryRunStore:
     async def write_records(self, records: Sequence[LogRecord]) -> None:
         """Store ``records``, all of one run, in order, or none of them when one is refused
         (:class:`polyloop.ports.RecordBatching`)."""
-        run_id = batch_run_id(records, "MemoryRunStore")
-        if run_id is None:
+        if not records:
             return
+        run_id = records[0].run_id
+        keys = []
+        for record in records:
+            if record.run_id != run_id:
+                batch_run_id(records, "MemoryRunStore")  # raises, naming both runs
+            keys.append(record_key(record))
         with self._lock:
             log = self._log(run_id)
-            keys = [record_key(record) for record in records]
-            seen: set[object] = set()
+            held = log.keys
+            for number, key in enumerate(keys):
+                if key in held or key in keys[:number]:
+                    raise duplicate_error(run_id, key, _WHERE)
             for record, key in zip(records, keys, strict=True):
-                if key in log.keys or key in seen:
-                    raise duplicate_error(record.run_id, key, _WHERE)
-                seen.add(key)
-            for record, key in zip(records, keys, strict=True):
-                log.keys.add(key)
-                _append(log, record)
+                held.add(key)
+                _APPEND[type(record)](log, record)
 
     async def read_log(self, run_id: str) -> RunLog:
         with self._lock:
@@ -222,21 +226,24 @@ class MemoryRunStore:
         return {"kind": "memory"}
 
 
-def _append(log: _Log, record: LogRecord) -> None:
-    if isinstance(record, Intent):
-        log.intents.append(record)
-    elif isinstance(record, ModelCallResult):
-        log.model_results.append(record)
-    elif isinstance(record, StepCompleted):
-        log.steps.append(record)
-    elif isinstance(record, UserAsked):
-        log.asks.append(record)
-    elif isinstance(record, UserAnswered):
-        log.answers.append(record)
-    elif isinstance(record, RunStarted):
-        log.started = record
-    else:
-        log.finished = record
+def _set_started(log: _Log, record: RunStarted) -> None:
+    log.started = record
+
+
+def _set_finished(log: _Log, record: RunFinished) -> None:
+    log.finished = record
+
+
+#: Where each kind of record goes in a log.
+_APPEND: Mapping[type[object], Callable[[_Log, Any], None]] = {
+    RunStarted: _set_started,
+    Intent: lambda log, record: log.intents.append(record),
+    ModelCallResult: lambda log, record: log.model_results.append(record),
+    StepCompleted: lambda log, record: log.steps.append(record),
+    RunFinished: _set_finished,
+    UserAsked: lambda log, record: log.asks.append(record),
+    UserAnswered: lambda log, record: log.answers.append(record),
+}
 
 
 #: Every memory store alive, so a forked child can drop the leases it copied from its parent.
