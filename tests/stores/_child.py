@@ -7,6 +7,8 @@ Commands (arguments are positional):
 - ``race KIND WHERE RUN_ID LABEL``: print ``ready``, wait for a line on stdin, call ``run``
   once; print ``won <stop reason>`` or ``lost <error type>``.
 - ``write KIND WHERE PREFIX RUNS STEPS``: write RUNS whole logs at the store level.
+- ``zygote-batching KIND WHERE``: the same as ``zygote``, the store passing batches through
+  (design 0055), so the loop writes a step in two durable writes.
 - ``zygote KIND WHERE``: import and warm up everything once, then for every line
   ``PREFIX RUNS STEPS`` on stdin fork a process that does ``drive`` (its lines go to this
   stdout), print ``pid <pid>`` first and, once it is gone, ``\\nreaped <pid>``. Crash tests kill
@@ -30,9 +32,10 @@ import os
 import resource
 import signal
 import sys
+from collections.abc import Sequence
 
 from polyloop.errors import PolyLoopError, RunLeaseHeldError
-from polyloop.ports import LeaseHolder, RunLease, RunLeasing, RunLog, RunStore
+from polyloop.ports import LeaseHolder, RecordBatching, RunLease, RunLeasing, RunLog, RunStore
 from polyloop.serialization import LogRecord, dumps_log_record
 from polyloop.session import resume, run
 from polyloop.types import IntentKind
@@ -86,9 +89,22 @@ class PrintingStore:
         return dict(self.inner.parameters())
 
 
-async def drive(kind: str, where: str, prefix: str, runs: int, steps: int) -> None:
+class BatchingPrintingStore(PrintingStore):
+    """A :class:`PrintingStore` that also passes batches through
+    (:class:`polyloop.ports.RecordBatching`), printing each record once the batch is durable."""
+
+    async def write_records(self, records: Sequence[LogRecord]) -> None:
+        assert isinstance(self.inner, RecordBatching)
+        await self.inner.write_records(records)
+        for record in records:
+            _say(json.dumps({"w": "write_records", "rec": dumps_log_record(record)}))
+
+
+async def drive(
+    kind: str, where: str, prefix: str, runs: int, steps: int, *, batching: bool = False
+) -> None:
     store = open_store(kind, where)
-    printing = PrintingStore(store)
+    printing = (BatchingPrintingStore if batching else PrintingStore)(store)
     definition = _agent.definition(printing, steps)
     _say("ready")
     await asyncio.gather(
@@ -106,7 +122,7 @@ def _warm_up() -> None:
     asyncio.run(run(_agent.definition(store, 2), _agent.request("warm-up", 0, 2)))
 
 
-def zygote(kind: str, where: str) -> None:
+def zygote(kind: str, where: str, *, batching: bool = False) -> None:
     _warm_up()
     _say("ready")
     for command in sys.stdin:
@@ -115,7 +131,7 @@ def zygote(kind: str, where: str) -> None:
         pid = os.fork()
         if pid == 0:
             try:
-                asyncio.run(drive(kind, where, prefix, int(runs), int(steps)))
+                asyncio.run(drive(kind, where, prefix, int(runs), int(steps), batching=batching))
             finally:
                 os._exit(0)
         _say(f"pid {pid}")
@@ -239,6 +255,8 @@ def main(argv: list[str]) -> None:
         asyncio.run(write(kind, where, rest[0], int(rest[1]), int(rest[2])))
     elif command == "zygote":
         zygote(kind, where)
+    elif command == "zygote-batching":
+        zygote(kind, where, batching=True)
     elif command == "disk-full":
         asyncio.run(disk_full(kind, where))
     elif command == "racer":

@@ -5,8 +5,10 @@ are private read-only copies), so the store keeps the objects it is given and ha
 objects back: there is nothing a caller could mutate through them.
 
 It lists its runs (:class:`polyloop.ports.RunListing`), holds the records of runs that ask a
-person (:class:`polyloop.ports.UserAsking`) and can be closed like the durable
-stores (:class:`polyloop.ports.StoreClosing`), which releases nothing.
+person (:class:`polyloop.ports.UserAsking`), takes several records of a run in one write
+(:class:`polyloop.ports.RecordBatching`, like the durable stores, so runs on it take the same
+path through the loop) and can be closed like the durable stores
+(:class:`polyloop.ports.StoreClosing`), which releases nothing.
 
 Its storage is the store object, so run leases (:class:`polyloop.ports.RunLeasing`) are per
 object: at most one holder of a run's lease across every task and thread using the object. A
@@ -18,8 +20,9 @@ from __future__ import annotations
 import os
 import threading
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from polyloop.asking import (
     UserAnswered,
@@ -28,6 +31,7 @@ from polyloop.asking import (
 from polyloop.errors import RunLeaseHeldError
 from polyloop.ports import LeaseHolder, RunLog
 from polyloop.serialization import LogRecord
+from polyloop.stores._durable import batch_run_id
 from polyloop.stores._records import KeySet, duplicate_error, record_key
 from polyloop.types import (
     Intent,
@@ -143,6 +147,27 @@ class MemoryRunStore:
             self._add(record, log)
             log.answers.append(record)
 
+    async def write_records(self, records: Sequence[LogRecord]) -> None:
+        """Store ``records``, all of one run, in order, or none of them when one is refused
+        (:class:`polyloop.ports.RecordBatching`)."""
+        if not records:
+            return
+        run_id = records[0].run_id
+        keys = []
+        for record in records:
+            if record.run_id != run_id:
+                batch_run_id(records, "MemoryRunStore")  # raises, naming both runs
+            keys.append(record_key(record))
+        with self._lock:
+            log = self._log(run_id)
+            held = log.keys
+            for number, key in enumerate(keys):
+                if key in held or key in keys[:number]:
+                    raise duplicate_error(run_id, key, _WHERE)
+            for record, key in zip(records, keys, strict=True):
+                held.add(key)
+                _APPEND[type(record)](log, record)
+
     async def read_log(self, run_id: str) -> RunLog:
         with self._lock:
             log = self._logs.get(run_id)
@@ -199,6 +224,26 @@ class MemoryRunStore:
 
     def parameters(self) -> Mapping[str, str]:
         return {"kind": "memory"}
+
+
+def _set_started(log: _Log, record: RunStarted) -> None:
+    log.started = record
+
+
+def _set_finished(log: _Log, record: RunFinished) -> None:
+    log.finished = record
+
+
+#: Where each kind of record goes in a log.
+_APPEND: Mapping[type[object], Callable[[_Log, Any], None]] = {
+    RunStarted: _set_started,
+    Intent: lambda log, record: log.intents.append(record),
+    ModelCallResult: lambda log, record: log.model_results.append(record),
+    StepCompleted: lambda log, record: log.steps.append(record),
+    RunFinished: _set_finished,
+    UserAsked: lambda log, record: log.asks.append(record),
+    UserAnswered: lambda log, record: log.answers.append(record),
+}
 
 
 #: Every memory store alive, so a forked child can drop the leases it copied from its parent.
