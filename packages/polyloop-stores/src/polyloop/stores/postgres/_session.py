@@ -34,7 +34,9 @@ import logging
 import queue
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import psycopg
 from psycopg import sql
@@ -132,6 +134,16 @@ class _Release:
     number: int
 
 
+@dataclass(slots=True)
+class _Read:
+    """A read of a run this session holds the lease of, on the session's own connection."""
+
+    completion: Completion
+    run_key: bytes
+    query: Callable[[_Connection], Any]
+    doing: str
+
+
 @dataclass(frozen=True, slots=True)
 class _Held:
     """A lease this session holds: the connection generation that took it."""
@@ -144,10 +156,13 @@ class _Held:
 
 #: What the session thread takes: its own items, a bare :class:`Completion` (connect now) and
 #: ``None`` (stop).
-_Item = PendingWrite | _Acquire | _Release | Completion | None
+_Item = PendingWrite | _Acquire | _Release | _Read | Completion | None
+
+#: What :meth:`WritingSession.read` gives when the session cannot read (read elsewhere).
+NOT_HERE: Any = object()
 
 
-class WritingSession(QueueThread[PendingWrite | _Acquire | _Release]):
+class WritingSession(QueueThread[PendingWrite | _Acquire | _Release | _Read]):
     """The single writer (and lease holder) of one :class:`PostgresRunStore`.
 
     ``close`` commits what is queued, stops the thread and ends the session (freeing its
@@ -214,6 +229,19 @@ class WritingSession(QueueThread[PendingWrite | _Acquire | _Release]):
         except StoreError:
             return
         await completion.wait(self._idle_wait)
+
+    async def read(self, run_key: bytes, query: Callable[[_Connection], Any], doing: str) -> Any:
+        """``query(connection)`` on the session, for a run whose lease it holds: the
+        connection that holds the lease is open already, its tables checked, so a driver's
+        read costs no second connection (a SCRAM handshake and a catalog check). Gives
+        :data:`NOT_HERE` when the session does not hold that lease on a live connection: the
+        caller reads through a reader connection instead (reads are not fenced)."""
+        completion = Completion()
+        try:
+            self._put(_Read(completion, run_key, query, doing))
+        except StoreError:
+            return NOT_HERE  # closed: the readers say so in their own words
+        return await completion.wait(self._idle_wait)
 
     def holds(self, run_key: bytes) -> bool:
         """Whether this session holds the lease of the run (read from any thread: a moment
@@ -289,6 +317,8 @@ class WritingSession(QueueThread[PendingWrite | _Acquire | _Release]):
                     self._answer(item.completion, self._acquire, item)
                 elif isinstance(item, _Release):
                     self._answer(item.completion, self._release, item)
+                elif isinstance(item, _Read):
+                    self._answer(item.completion, self._read, item)
                 else:
                     self._answer(item, self._open_now)
             if batch:
@@ -483,6 +513,23 @@ class WritingSession(QueueThread[PendingWrite | _Acquire | _Release]):
             connection.execute(_UNLOCK_IF_HELD, (*lock_key, *halves))
         except psycopg.Error:
             self._drop()  # ending the session is the one sure way to free the lock
+
+    def _read(self, request: _Read) -> Any:
+        held = self._held.get(request.run_key)
+        connection = self._current()
+        if held is None or connection is None or held.generation != self._generation:
+            return NOT_HERE
+        try:
+            return request.query(connection)
+        except psycopg.Error as error:
+            failure: str = explain(self._target, error)
+            if connection.broken or connection.closed:
+                self._drop()
+        # Raised outside the except block: the driver's error holds the connection options.
+        raise StoreError(
+            f"{self._name}: {request.doing} failed ({failure}). Nothing was changed; retry once "
+            "the server answers."
+        )
 
     def _release(self, request: _Release) -> None:
         held = self._held.get(request.run_key)
