@@ -21,7 +21,7 @@ import hashlib
 import os
 import struct
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
@@ -168,6 +168,22 @@ class ReferenceStore:
 
     async def write_user_answered(self, record: UserAnswered) -> None:
         await self.append(record)
+
+    async def write_records(self, records: Sequence[LogRecord]) -> None:
+        """Every record checked against the log and the batch before any is put on disk."""
+        await asyncio.sleep(0)
+        if any(record.run_id != records[0].run_id for record in records):
+            raise ValueError("the records of one write_records call must be of one run")
+        self.reach()
+        lines = self.disk.lines.get(self.key(records[0].run_id), []) if records else []
+        decoded = [loads_log_record(line) for line in lines]
+        for number, record in enumerate(records):
+            self.refuse_duplicate(record, decoded + list(records[:number]))
+        self.commit_batch(records)
+
+    def commit_batch(self, records: Sequence[LogRecord]) -> None:
+        for record in records:
+            self.commit(record)
 
     def records(self, run_id: str) -> list[LogRecord]:
         self.reach()
@@ -688,6 +704,23 @@ class SecondDecisionWins(ReferenceStore):
         super().refuse_duplicate(record, decoded)
 
 
+class BatchStoresUpToARefusal(ReferenceStore):
+    """Writes a batch record by record: a refused record leaves the ones before it stored."""
+
+    async def write_records(self, records: Sequence[LogRecord]) -> None:
+        await asyncio.sleep(0)
+        for record in records:
+            self.commit(record)
+
+
+class BatchWrittenInReverse(ReferenceStore):
+    """Puts a batch on disk last record first (one stack popped into the log)."""
+
+    def commit_batch(self, records: Sequence[LogRecord]) -> None:
+        for record in reversed(records):
+            self.commit(record)
+
+
 class WithoutLeases(ReferenceStore):
     """A correct store that does not offer the lease capability at all."""
 
@@ -731,6 +764,8 @@ STORES: Mapping[str, type[ReferenceStore]] = {
     "keeps_only_the_last_step": KeepsOnlyTheLastStep,
     "two_defects": TwoDefects,
     "second_decision_wins": SecondDecisionWins,
+    "batch_stores_up_to_a_refusal": BatchStoresUpToARefusal,
+    "batch_written_in_reverse": BatchWrittenInReverse,
 }
 
 
@@ -773,6 +808,14 @@ CAUGHT_BY: Mapping[str, Expected] = {
     "second_decision_wins": Expected(
         "run_store_user_asking::test_a_second_decision_for_one_ask_is_refused",
         "a decision is given once",
+    ),
+    "batch_stores_up_to_a_refusal": Expected(
+        "run_store_record_batching::test_a_refused_record_stores_none_of_its_batch",
+        "a refused record stores none of its batch",
+    ),
+    "batch_written_in_reverse": Expected(
+        "run_store_record_batching::test_batched_records_read_back_as_written_one_by_one",
+        "batched records read back as written one by one",
     ),
     "lease_per_store_object": Expected(
         "run_store_leases::test_a_held_lease_is_refused_to_a_second_store_object",

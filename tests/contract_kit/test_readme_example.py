@@ -45,6 +45,7 @@ def test_readme_example_passes_in_a_fresh_directory(tmp_path: Path) -> None:
         "run_store",
         "run_store_leases",
         "run_store_user_asking",
+        "run_store_record_batching",
         "run_store_stateful",
         "decision_parser",
         "model_client",

@@ -26,7 +26,23 @@ NEEDS_REOPEN = (
     "run_store_user_asking::test_asks_and_answers_read_back_in_write_order",
     "run_store_user_asking::test_a_second_decision_for_one_ask_is_refused",
     "run_store_user_asking::test_two_deciders_at_once_one_wins",
+    "run_store_record_batching::test_batched_records_read_back_as_written_one_by_one",
+    "run_store_record_batching::test_a_refused_record_stores_none_of_its_batch",
+    "run_store_record_batching::test_a_cut_short_batch_leaves_a_prefix",
+    "run_store_record_batching::test_asks_and_answers_in_a_batch_keep_their_rules",
 )
+
+#: Every rule of the batching suite (design 0055).
+BATCHING_RULES = (
+    "test_batched_records_read_back_as_written_one_by_one",
+    "test_a_refused_record_stores_none_of_its_batch",
+    "test_a_second_run_started_or_finished_in_a_batch_is_refused",
+    "test_records_of_two_runs_are_refused",
+    "test_a_cut_short_batch_leaves_a_prefix",
+    "test_asks_and_answers_in_a_batch_keep_their_rules",
+)
+#: The stores that do not implement RecordBatching yet: the kit reports them NOT APPLICABLE.
+WITHOUT_BATCHING = ("postgres",)
 
 
 #: The rule for stores given credentials; the memory and file stores take none (declared off).
@@ -72,6 +88,10 @@ def test_contract_suite_is_green(suite_run: Result) -> None:
     skipped = {k for k, v in suite_run.tests.items() if v.outcome == "skipped"}
     assert skipped == {f"{name}[memory]" for name in NEEDS_REOPEN} | {
         f"{NEEDS_CREDENTIALS}[{store}]" for store in WITHOUT_CREDENTIALS
+    } | {
+        f"run_store_record_batching::{rule}[{store}]"
+        for rule in BATCHING_RULES
+        for store in WITHOUT_BATCHING
     }
 
 
@@ -85,6 +105,9 @@ def test_each_store_passes_every_store_rule(suite_run: Result, store: str) -> No
     assert len(outcomes) >= 33
     assert 5 == sum(1 for key in outcomes if key.startswith("run_store_leases::"))
     assert 4 == sum(1 for key in outcomes if key.startswith("run_store_user_asking::"))
+    assert len(BATCHING_RULES) == sum(
+        1 for key in outcomes if key.startswith("run_store_record_batching::")
+    )
     durable = {f"{name}[{store}]" for name in NEEDS_REOPEN}
     expected_other = "skipped" if store == "memory" else "passed"
     assert {k: expected_other for k in durable} == {k: outcomes[k] for k in durable}

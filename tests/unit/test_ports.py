@@ -125,15 +125,18 @@ def _own_methods(protocol: type[Any]) -> list[str]:
 
 def test_module_exports_the_seed_names() -> None:
     """`polyloop.ports.__all__` holds every name of the draft; the additions are `EventKind` and
-    the optional store capabilities (leases, listing, closing, asking a person)."""
+    the optional store capabilities (leases, listing, closing, asking a person, batching)."""
     additions = {
+        "BatchedRecord",
         "EventKind",
         "LeaseHolder",
         "RunLease",
         "RunLeasing",
         "RunListing",
+        "RecordBatching",
         "StoreClosing",
         "UserAsking",
+        "supports_record_batching",
         "supports_user_asking",
     }
     assert set(ports.__all__) >= SEED_NAMES

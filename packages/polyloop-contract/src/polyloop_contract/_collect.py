@@ -25,6 +25,7 @@ SUITES: tuple[str, ...] = (
     "run_store",
     "run_store_leases",
     "run_store_user_asking",
+    "run_store_record_batching",
     "run_store_stateful",
     "decision_parser",
     "model_client",

@@ -41,6 +41,12 @@ STORE_CAPABILITIES: Mapping[str, str] = MappingProxyType(
             "(a store that does not implement it is reported, not failed; gated runs are "
             "refused on it)"
         ),
+        "record_batching": (
+            "the store implements polyloop.ports.RecordBatching: several records of one run "
+            "in one write, read back exactly as written one by one, stored all or none when "
+            "one is refused, a prefix of them when cut short (a store that does not implement "
+            "it is reported, not failed; the loop then writes each record on its own)"
+        ),
     }
 )
 

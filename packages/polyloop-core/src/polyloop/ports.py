@@ -13,7 +13,7 @@ executable form is the ``polyloop-contract`` pytest plugin.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
@@ -42,6 +42,7 @@ from polyloop.types import (
 __all__ = [
     "Action",
     "ActionExecutor",
+    "BatchedRecord",
     "Decision",
     "DecisionParser",
     "Event",
@@ -53,6 +54,7 @@ __all__ = [
     "ModelCall",
     "ModelClient",
     "ParsedReply",
+    "RecordBatching",
     "RunLease",
     "RunLeasing",
     "RunListing",
@@ -61,6 +63,7 @@ __all__ = [
     "StoreClosing",
     "ToolCall",
     "UserAsking",
+    "supports_record_batching",
     "supports_user_asking",
 ]
 
@@ -666,3 +669,49 @@ class UserAsking(Protocol):
 def supports_user_asking(store: object) -> bool:
     """Whether ``store`` can hold the records of a run that asks a person (:class:`UserAsking`)."""
     return isinstance(store, UserAsking)
+
+
+#: A record :meth:`RecordBatching.write_records` takes: any record of a run log.
+BatchedRecord = (
+    RunStarted | Intent | ModelCallResult | StepCompleted | RunFinished | UserAsked | UserAnswered
+)
+
+
+@runtime_checkable
+class RecordBatching(Protocol):
+    """Optional RunStore capability: several records of one run made durable by one write
+    (design 0055).
+
+    The loop hands a store records that follow each other with no side effect between them
+    (a model call's result and the action intent after it; a step's ``StepCompleted`` and the
+    next step's model intent) in one call, so a step costs two syncs instead of four. A store
+    without it gets the same records one write each, as before.
+    """
+
+    async def write_records(self, records: Sequence[BatchedRecord]) -> None:
+        """Make ``records``, all of one run, durable in order, as one write.
+
+        The log afterwards is exactly the log that writing them one by one, in order, through
+        the method of each record's kind would give (``read_log`` returns equal records, in the
+        same order, never aliasing what was handed in), and the stored form of each record is
+        the one its own write would store. Every rule of those writes holds for each record:
+        a duplicate (against the log or earlier in ``records``), a second ``RunStarted`` or
+        ``RunFinished`` is refused with the error its own write raises; ``UserAsked`` and
+        ``UserAnswered`` only on a store that also implements :class:`UserAsking`. An empty
+        sequence writes nothing.
+
+        Whole or nothing when refused: if it raises, none of ``records`` is stored (the log is
+        as it was), unless it raises a :class:`polyloop.errors.StoreError` whose message says
+        the records may have been stored; then the log holds the records before the call and a
+        prefix of ``records``. After a crash at any moment the same holds: the log is the one
+        before the call plus a prefix of ``records`` (none, some or all), never a later record
+        without every earlier one. Returns only when every record is durable; never blocks the
+        event loop. Raises :class:`ValueError` (storing nothing) when the records are not all
+        of one run.
+        """
+        ...
+
+
+def supports_record_batching(store: object) -> bool:
+    """Whether ``store`` can make several records durable in one write (:class:`RecordBatching`)."""
+    return isinstance(store, RecordBatching)

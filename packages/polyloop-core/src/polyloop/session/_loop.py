@@ -2,7 +2,9 @@
 
 One step makes exactly one model call. Inside a step every store write is awaited before the
 next thing happens, and an intent is written before each side effect, so that ``resume`` can
-tell from the log alone what happened (see :mod:`polyloop.recovery`).
+tell from the log alone what happened (see :mod:`polyloop.recovery`). Records followed by
+nothing but computation share the next durable write on a store that can batch
+(:mod:`polyloop.session._writes`, design 0055).
 """
 
 from __future__ import annotations
@@ -38,7 +40,6 @@ from polyloop.ports import (
     ModelCall,
     RunLog,
     ToolCall,
-    UserAsking,
 )
 from polyloop.recovery import (
     ActionTerms,
@@ -55,6 +56,7 @@ from polyloop.session._events import EventChannel
 from polyloop.session._gates import DEFAULT_REJECTED_TEMPLATE, REASON_TOKEN, ApprovalPolicy, Gates
 from polyloop.session._lease import check_lease_wait, release_run_lease, take_run_lease
 from polyloop.session._prompt import Prompt
+from polyloop.session._writes import Writes
 from polyloop.tools import canonical_arguments
 from polyloop.types import (
     CURRENT_SCHEMA_VERSION,
@@ -240,6 +242,7 @@ class Driver:
         self.store = definition.store
         self.clock = clock
         self.events = EventChannel(definition.event_sink, request.run_id, event_timeout_seconds)
+        self.writes = Writes(definition.store, self.events)
         self.prompt = Prompt(request)
         self.steps: list[StepRecord] = []
         self.actions_executed = 0
@@ -287,6 +290,11 @@ class Driver:
         except asyncio.CancelledError:
             await self.record_cancelled()
             raise
+        except Exception:
+            # A record held when the loop failed (a parser or a clock raising) is written as
+            # its own write would have been, before the failure propagates.
+            await self.writes.flush()
+            raise
 
     async def step(self, k: int) -> StepEnd:
         """Step ``k`` from its start: budgets, prompt, model intent, call, then the reply."""
@@ -298,9 +306,9 @@ class Driver:
         prompt_chars = self.prompt.chars
         if prompt_chars > budget.max_prompt_chars:
             return StopReason.CONTEXT_OVERFLOW
-        await self.events.emit(Event(EventKind.STEP_STARTED, self.run_id, k))
+        await self.writes.announce(Event(EventKind.STEP_STARTED, self.run_id, k))
         result_id = model_result_id(k)
-        await self.store.write_intent(
+        await self.writes.write(
             Intent(
                 self.run_id, IntentKind.MODEL_CALL, k, result_id, self.request.model_replay_policy
             )
@@ -312,7 +320,7 @@ class Driver:
         """Call the model for step ``k`` (its intent is written) and record what came back."""
         call = self.prompt.model_call(k, self.run_id, result_id, self.request.model_binding)
         result = await self.call_model(call)
-        await self.store.write_model_call_result(result)
+        await self.writes.hold(result)
         return result
 
     async def after_result(
@@ -411,9 +419,9 @@ class Driver:
             kind = gates.kind_for(action, spec)
             if kind is not None:
                 asked = gates.asked(self.run_id, k, kind, action, spec)
-                await self.asking().write_user_asked(asked)
+                await self.writes.write(asked)
                 return await self.await_decision(k, action, head, started, asked, result)
-        await self.store.write_intent(
+        await self.writes.write(
             Intent(self.run_id, IntentKind.ACTION, k, action_result_id(k), terms.replay_policy)
         )
         return await self.execute_announced(k, action, head, started, terms.completes_run, result)
@@ -424,11 +432,6 @@ class Driver:
         return action_terms(None if call is None else call.name, self.request.tools.spec_for)
 
     # -- asking a person (design 0037) --------------------------------------------------
-
-    def asking(self) -> UserAsking:
-        store = self.store
-        assert isinstance(store, UserAsking)  # refused at start otherwise
-        return store
 
     async def await_decision(
         self,
@@ -451,7 +454,7 @@ class Driver:
                 "or None to park the run."
             )
         answered = decided(asked, decision, self.request.tools)
-        await self.asking().write_user_answered(answered)
+        await self.writes.write(answered)
         return await self.carry_out(k, action, head, started, answered, result)
 
     async def carry_out(
@@ -472,7 +475,7 @@ class Driver:
             call = action.tool_call
             terms = self.terms_of(call)
             assert terms is not None  # act() validated the asked tool; resume refuses a stale ask
-            await self.store.write_intent(
+            await self.writes.write(
                 Intent(self.run_id, IntentKind.ACTION, k, action_result_id(k), terms.replay_policy)
             )
             return await self.execute_announced(
@@ -597,14 +600,12 @@ class Driver:
         model_result: ModelCallResult,
     ) -> None:
         replayed, self.replaying = self.replaying, None
-        await self.store.write_step_completed(
-            StepCompleted(self.run_id, result_id, outcome, step, replayed)
-        )
+        await self.writes.hold(StepCompleted(self.run_id, result_id, outcome, step, replayed))
         self.steps.append(step)
         self.prompt.add_step(step)
         if step.calls_not_executed:
             await self.announce_calls_not_executed(step)
-        await self.events.emit(
+        await self.writes.announce(
             Event(
                 EventKind.STEP_COMPLETED,
                 self.run_id,
@@ -625,7 +626,7 @@ class Driver:
             len(step.calls_not_executed),
             names,
         )
-        await self.events.emit(
+        await self.writes.announce(
             Event(EventKind.CALLS_NOT_EXECUTED, self.run_id, step.step_idx, step=step)
         )
 
@@ -641,8 +642,11 @@ class Driver:
         )
 
     async def finish(self, reason: StopReason) -> RunResult:
+        # The result counts the failed deliveries of every event before it, so the events
+        # waiting for a held step go out first: a RunFinished never shares a write.
+        await self.writes.flush()
         result = self.result(reason)
-        await self.store.write_run_finished(RunFinished(self.run_id, result))
+        await self.writes.write(RunFinished(self.run_id, result))
         self.finish_written = True
         # Emitted after the record is written: its own failure is logged but cannot be counted.
         await self.events.emit(
@@ -657,9 +661,7 @@ class Driver:
         grace = self.request.cancel_grace_seconds
         deadline = time.monotonic() + grace
         result = self.result(StopReason.CANCELLED)
-        write = asyncio.ensure_future(
-            self.store.write_run_finished(RunFinished(self.run_id, result))
-        )
+        write = asyncio.ensure_future(self.writes.write(RunFinished(self.run_id, result)))
         try:
             async with asyncio.timeout(grace):
                 await asyncio.shield(write)

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from types import TracebackType
 from typing import Self
 
@@ -31,7 +32,7 @@ from polyloop.types import (
     StepCompleted,
 )
 
-__all__ = ["DurableStore", "unstorable_run_id", "utf8_of"]
+__all__ = ["DurableStore", "batch_run_id", "unstorable_run_id", "utf8_of"]
 
 
 def utf8_of(run_id: str) -> bytes | None:
@@ -40,6 +41,22 @@ def utf8_of(run_id: str) -> bytes | None:
         return run_id.encode("utf-8")
     except UnicodeEncodeError:
         return None
+
+
+def batch_run_id(records: Sequence[LogRecord], store: str) -> str | None:
+    """The one run_id of a batch (:class:`polyloop.ports.RecordBatching`), ``None`` when it is
+    empty; a batch of several runs is refused before anything is stored."""
+    if not records:
+        return None
+    run_id = records[0].run_id
+    for record in records:
+        if record.run_id != run_id:
+            raise ValueError(
+                f"{store}.write_records: the records of one call must all be of one run; got "
+                f"{run_id!r} and {record.run_id!r}. Nothing was stored; write each run's "
+                "records in a call of its own."
+            )
+    return run_id
 
 
 def unstorable_run_id(shown_run_id: str) -> StoreError:

@@ -5,7 +5,8 @@ While a commit is syncing, new writes queue up; the next transaction takes all o
 
 - is applied on its own (a refused insert, e.g. a second ``RunStarted`` or a second record of a
   ``record_key``, fails only that write: SQLite undoes just the failing statement, the rest of
-  the transaction stands);
+  the transaction stands; a write of several records, :class:`polyloop.ports.RecordBatching`,
+  goes in under a savepoint, so a refused one undoes the others of that write only);
 - returns only after the transaction holding it has committed, i.e. is durable;
 - keeps its order: the queue is FIFO and a run awaits each write before its next one.
 
@@ -31,22 +32,29 @@ from polyloop.stores._threads import (
     settle_all,
 )
 
-__all__ = ["GroupCommitWriter", "PendingWrite"]
+__all__ = ["GroupCommitWriter", "PendingWrite", "Row"]
 
 _INSERT = "INSERT INTO run_records (run_id, kind, body, record_key) VALUES (?, ?, ?, ?)"
 
 
-@dataclass(slots=True)
-class PendingWrite:
-    """One record waiting for the writer thread."""
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One record's row: its kind, its stored body and its key."""
 
-    completion: Completion
-    run_id: str
     kind: str
     body: str
     key: RecordKey
     #: The ``record_key`` column (see ``_sqlite_schema.key_text``).
     key_text: str | None
+
+
+@dataclass(slots=True)
+class PendingWrite:
+    """One write waiting for the writer thread: the rows of one run, stored all or none."""
+
+    completion: Completion
+    run_id: str
+    rows: tuple[Row, ...]
 
 
 class GroupCommitWriter(QueueThread[PendingWrite]):
@@ -70,12 +78,10 @@ class GroupCommitWriter(QueueThread[PendingWrite]):
         #: Transactions committed so far (for tests and the benchmark).
         self.commits = 0
 
-    async def write(
-        self, run_id: str, kind: str, body: str, key: RecordKey, key_text: str | None
-    ) -> None:
-        """Store one record (``key_text``: its ``record_key`` column); return once committed."""
+    async def write(self, run_id: str, rows: tuple[Row, ...]) -> None:
+        """Store the rows of one run, in order, all or none; return once committed."""
         completion = Completion()
-        await self._submit(PendingWrite(completion, run_id, kind, body, key, key_text), completion)
+        await self._submit(PendingWrite(completion, run_id, rows), completion)
 
     def _closed_down(self) -> None:
         if self._connection is not None:
@@ -145,13 +151,29 @@ class GroupCommitWriter(QueueThread[PendingWrite]):
         )
 
     def _insert(self, connection: sqlite3.Connection, write: PendingWrite) -> BaseException | None:
+        rows = write.rows
+        if len(rows) == 1:
+            return self._insert_row(connection, write.run_id, rows[0])
+        connection.execute("SAVEPOINT polyloop_records")
+        for row in rows:
+            refused = self._insert_row(connection, write.run_id, row)
+            if refused is not None:
+                connection.execute("ROLLBACK TO polyloop_records")
+                connection.execute("RELEASE polyloop_records")
+                return refused
+        connection.execute("RELEASE polyloop_records")
+        return None
+
+    def _insert_row(
+        self, connection: sqlite3.Connection, run_id: str, row: Row
+    ) -> BaseException | None:
         try:
-            connection.execute(_INSERT, (write.run_id, write.kind, write.body, write.key_text))
+            connection.execute(_INSERT, (run_id, row.kind, row.body, row.key_text))
         except sqlite3.IntegrityError as error:
             # SQLite undoes only the failed statement; the rest of the batch goes on.
             if getattr(error, "sqlite_errorname", "") == "SQLITE_CONSTRAINT_UNIQUE":
-                return duplicate_error(write.run_id, write.key, self._name)
-            return _as_store_error(error, self._name, f"storing a {write.kind} record")
+                return duplicate_error(run_id, row.key, self._name)
+            return _as_store_error(error, self._name, f"storing a {row.kind} record")
         return None
 
     def _drop_connection(self) -> None:

@@ -27,6 +27,10 @@ durability follows from syncing every write before the next one of the same run 
   serialized; writes of different runs sync in parallel, so concurrent runs overlap their syncs.
   A caller on an otherwise idle event loop waits for its thread on a lock for up to
   ``idle_wait_ms`` before awaiting (see :mod:`polyloop.stores._threads`).
+- Several records of one run can be written as one (:class:`polyloop.ports.RecordBatching`,
+  design 0055): their lines, each the one its own write would append, go down in one
+  ``pwrite`` and one ``fdatasync``. A crash keeps a prefix of them (the last one possibly
+  torn, cut off as usual); a refused record stores none of them.
 
 POSIX only (``fcntl``).
 """
@@ -38,14 +42,14 @@ import fcntl
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
 from polyloop.errors import ConfigurationError, CorruptLogError, StoreError
 from polyloop.ports import LeaseHolder, RunLog
 from polyloop.serialization import LogRecord
-from polyloop.stores._durable import DurableStore, utf8_of
+from polyloop.stores._durable import DurableStore, batch_run_id, utf8_of
 from polyloop.stores._files import read_all, sync_directory, write_all
 from polyloop.stores._jsonl_format import first_run_id, parse_file, scan_tail
 from polyloop.stores._leases import FileLease, FileLeases
@@ -59,6 +63,7 @@ from polyloop.stores._records import (
 )
 from polyloop.stores._stored_form import StoredSteps, stored_line
 from polyloop.stores._threads import DEFAULT_IDLE_WAIT_SECONDS, WorkerPool, check_idle_wait
+from polyloop.types import StepCompleted, StepRecord
 
 __all__ = ["JsonlRunStore"]
 
@@ -208,8 +213,30 @@ class JsonlRunStore(DurableStore):
         known = self._files.get(run_id)  # its path was worked out (and run_id checked) before
         path = self.path_for(run_id) if known is None else known.path  # refuses a lone surrogate
         line = (stored_line(record, self._stored_steps.of(run_id)) + "\n").encode("utf-8")
-        await self._submit(self._write_line, run_id, path, line, record_key(record))
+        await self._submit(self._write_line, run_id, path, line, (record_key(record),))
         self._stored_steps.stored(record)
+
+    async def write_records(self, records: Sequence[LogRecord]) -> None:
+        """Append the lines of ``records``, all of one run, in one ``pwrite`` and one
+        ``fdatasync`` (:class:`polyloop.ports.RecordBatching`); a refused record stores none."""
+        run_id = batch_run_id(records, "JsonlRunStore")
+        if run_id is None:
+            return
+        known = self._files.get(run_id)
+        path = self.path_for(run_id) if known is None else known.path  # refuses a lone surrogate
+        # Each line is the one its own write would give: a RunFinished may refer to a step
+        # earlier in the batch, which a crash cannot keep it without (a prefix survives).
+        stored: Mapping[int, StepRecord] | None = self._stored_steps.of(run_id)
+        lines: list[str] = []
+        for record in records:
+            lines.append(stored_line(record, stored))
+            if type(record) is StepCompleted:
+                stored = {**(stored or {}), record.step.step_idx: record.step}
+        data = ("\n".join(lines) + "\n").encode("utf-8")
+        keys = tuple(record_key(record) for record in records)
+        await self._submit(self._write_line, run_id, path, data, keys)
+        for record in records:
+            self._stored_steps.stored(record)
 
     def _take_lease(self, run_id: str) -> FileLease:
         # Whatever this object saw of the file before is stale: another driver may have
@@ -296,29 +323,31 @@ class JsonlRunStore(DurableStore):
             state.fd = fd
         return state.fd
 
-    def _write_line(self, run_id: str, path: str, line: bytes, key: RecordKey) -> None:
+    def _write_line(self, run_id: str, path: str, line: bytes, keys: tuple[RecordKey, ...]) -> None:
+        """Append ``line`` (the lines of records with ``keys``, in order) and sync it."""
         state = self._state(run_id, path)
         with state.lock:
             try:
                 fd = self._open(state)
                 if state.size >= 0 and self._leases.holds(run_id):
-                    self._append_line(run_id, state, fd, line, key)
+                    self._append_line(run_id, state, fd, line, keys)
                 else:
-                    self._write_locked(run_id, state, fd, line, key)
+                    self._write_locked(run_id, state, fd, line, keys)
             except OSError as error:
                 self._forget(run_id, state)
+                what = " and ".join(describe_key(key) for key in keys)
                 raise StoreError(
-                    f"Writing a {describe_key(key)} of run {run_id!r} to {path} failed: "
+                    f"Writing a {what} of run {run_id!r} to {path} failed: "
                     f"{error.strerror or error} (errno {error.errno}). The record is NOT stored; "
                     "earlier acknowledged records are intact. Fix the disk (free space, "
                     "permissions) and resume the run."
                 ) from error
-            if key == _FINISHED:
+            if _FINISHED in keys:
                 self._forget(run_id, state)
         self._evict()
 
     def _write_locked(
-        self, run_id: str, state: _RunFile, fd: int, line: bytes, key: RecordKey
+        self, run_id: str, state: _RunFile, fd: int, line: bytes, keys: tuple[RecordKey, ...]
     ) -> None:
         """A write without the lease: under an exclusive ``flock``, after looking again."""
         fcntl.flock(fd, fcntl.LOCK_EX)
@@ -331,15 +360,18 @@ class JsonlRunStore(DurableStore):
                 if tail.valid_end < size:
                     os.ftruncate(fd, tail.valid_end)
                 state.size, state.keys = tail.valid_end, KeySet(tail.keys)
-            self._append_line(run_id, state, fd, line, key)
+            self._append_line(run_id, state, fd, line, keys)
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
 
     @staticmethod
-    def _append_line(run_id: str, state: _RunFile, fd: int, line: bytes, key: RecordKey) -> None:
+    def _append_line(
+        run_id: str, state: _RunFile, fd: int, line: bytes, keys: tuple[RecordKey, ...]
+    ) -> None:
         """Refuse a duplicate, else write ``line`` at the end of the good part and sync it."""
-        if key in state.keys:
-            raise duplicate_error(run_id, key, state.path)
+        for number, key in enumerate(keys):
+            if key in state.keys or key in keys[:number]:
+                raise duplicate_error(run_id, key, state.path)
         offset = state.size
         state.size = -1  # until the line is durable, the cached view is not trusted
         try:
@@ -355,7 +387,8 @@ class JsonlRunStore(DurableStore):
                 os.ftruncate(fd, offset)
             raise
         state.size = offset + len(line)
-        state.keys.add(key)
+        for key in keys:
+            state.keys.add(key)
 
     def _run_ids(self) -> tuple[str, ...]:
         try:

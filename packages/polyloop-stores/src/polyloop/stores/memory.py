@@ -5,8 +5,10 @@ are private read-only copies), so the store keeps the objects it is given and ha
 objects back: there is nothing a caller could mutate through them.
 
 It lists its runs (:class:`polyloop.ports.RunListing`), holds the records of runs that ask a
-person (:class:`polyloop.ports.UserAsking`) and can be closed like the durable
-stores (:class:`polyloop.ports.StoreClosing`), which releases nothing.
+person (:class:`polyloop.ports.UserAsking`), takes several records of a run in one write
+(:class:`polyloop.ports.RecordBatching`, like the durable stores, so runs on it take the same
+path through the loop) and can be closed like the durable stores
+(:class:`polyloop.ports.StoreClosing`), which releases nothing.
 
 Its storage is the store object, so run leases (:class:`polyloop.ports.RunLeasing`) are per
 object: at most one holder of a run's lease across every task and thread using the object. A
@@ -18,7 +20,7 @@ from __future__ import annotations
 import os
 import threading
 import weakref
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from polyloop.asking import (
@@ -28,6 +30,7 @@ from polyloop.asking import (
 from polyloop.errors import RunLeaseHeldError
 from polyloop.ports import LeaseHolder, RunLog
 from polyloop.serialization import LogRecord
+from polyloop.stores._durable import batch_run_id
 from polyloop.stores._records import KeySet, duplicate_error, record_key
 from polyloop.types import (
     Intent,
@@ -143,6 +146,24 @@ class MemoryRunStore:
             self._add(record, log)
             log.answers.append(record)
 
+    async def write_records(self, records: Sequence[LogRecord]) -> None:
+        """Store ``records``, all of one run, in order, or none of them when one is refused
+        (:class:`polyloop.ports.RecordBatching`)."""
+        run_id = batch_run_id(records, "MemoryRunStore")
+        if run_id is None:
+            return
+        with self._lock:
+            log = self._log(run_id)
+            keys = [record_key(record) for record in records]
+            seen: set[object] = set()
+            for record, key in zip(records, keys, strict=True):
+                if key in log.keys or key in seen:
+                    raise duplicate_error(record.run_id, key, _WHERE)
+                seen.add(key)
+            for record, key in zip(records, keys, strict=True):
+                log.keys.add(key)
+                _append(log, record)
+
     async def read_log(self, run_id: str) -> RunLog:
         with self._lock:
             log = self._logs.get(run_id)
@@ -199,6 +220,23 @@ class MemoryRunStore:
 
     def parameters(self) -> Mapping[str, str]:
         return {"kind": "memory"}
+
+
+def _append(log: _Log, record: LogRecord) -> None:
+    if isinstance(record, Intent):
+        log.intents.append(record)
+    elif isinstance(record, ModelCallResult):
+        log.model_results.append(record)
+    elif isinstance(record, StepCompleted):
+        log.steps.append(record)
+    elif isinstance(record, UserAsked):
+        log.asks.append(record)
+    elif isinstance(record, UserAnswered):
+        log.answers.append(record)
+    elif isinstance(record, RunStarted):
+        log.started = record
+    else:
+        log.finished = record
 
 
 #: Every memory store alive, so a forked child can drop the leases it copied from its parent.

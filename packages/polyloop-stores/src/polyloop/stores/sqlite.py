@@ -21,6 +21,10 @@ run in the directory ``<path>-leases`` beside the database (see
 forked child. Every read is a fresh read transaction, so a driver that took the lease sees
 every write committed before, by any process.
 
+Several records of one run can be written as one (:class:`polyloop.ports.RecordBatching`,
+design 0055): their rows, each the one its own write would insert, go into one transaction,
+so they are stored all or none and share one commit.
+
 Nothing here runs on the event loop: connecting, writing and reading all happen on the
 store's threads.
 """
@@ -31,18 +35,19 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from polyloop.errors import ConfigurationError, CorruptLogError, SerializationError, StoreError
 from polyloop.ports import LeaseHolder, RunLog
 from polyloop.serialization import LogRecord, log_record_tag
-from polyloop.stores._durable import DurableStore, unstorable_run_id, utf8_of
-from polyloop.stores._group_commit import GroupCommitWriter
+from polyloop.stores._durable import DurableStore, batch_run_id, unstorable_run_id, utf8_of
+from polyloop.stores._group_commit import GroupCommitWriter, Row
 from polyloop.stores._leases import FileLease, FileLeases
 from polyloop.stores._records import LogBuilder, record_key
 from polyloop.stores._sqlite_schema import check_schema, connect, create_schema, key_text
 from polyloop.stores._stored_form import StoredSteps, decode_stored, stored_line
 from polyloop.stores._threads import DEFAULT_IDLE_WAIT_SECONDS, WorkerPool, check_idle_wait
+from polyloop.types import StepCompleted, StepRecord
 
 __all__ = ["SqliteRunStore"]
 
@@ -170,8 +175,31 @@ class SqliteRunStore(DurableStore):
         key = record_key(record)
         run_id = record.run_id
         line = stored_line(record, self._stored_steps.of(run_id))
-        await self._writer.write(run_id, log_record_tag(record), line, key, key_text(key))
+        await self._writer.write(run_id, (Row(log_record_tag(record), line, key, key_text(key)),))
         self._stored_steps.stored(record)
+
+    async def write_records(self, records: Sequence[LogRecord]) -> None:
+        """Insert the rows of ``records``, all of one run, in one transaction
+        (:class:`polyloop.ports.RecordBatching`); a refused record stores none of them."""
+        run_id = batch_run_id(records, "SqliteRunStore")
+        if run_id is None:
+            return
+        if utf8_of(run_id) is None:
+            raise unstorable_run_id(repr(run_id))
+        # Each row is the one its own write would give: a RunFinished may refer to a step
+        # earlier in the batch, which it cannot be committed without (one transaction).
+        stored: Mapping[int, StepRecord] | None = self._stored_steps.of(run_id)
+        rows: list[Row] = []
+        for record in records:
+            key = record_key(record)
+            rows.append(
+                Row(log_record_tag(record), stored_line(record, stored), key, key_text(key))
+            )
+            if type(record) is StepCompleted:
+                stored = {**(stored or {}), record.step.step_idx: record.step}
+        await self._writer.write(run_id, tuple(rows))
+        for record in records:
+            self._stored_steps.stored(record)
 
     def _open_writer(self) -> sqlite3.Connection:
         parent = os.path.dirname(self._path)
