@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import os
 import weakref
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from psycopg import Connection, sql
 from psycopg.rows import TupleRow
@@ -22,7 +22,7 @@ from polyloop.errors import ConfigurationError, CorruptLogError, SerializationEr
 from polyloop.ports import LeaseHolder, RunLog
 from polyloop.serialization import LogRecord, log_record_tag
 from polyloop.stores._decoding import paused_collection
-from polyloop.stores._durable import DurableStore, unstorable_run_id, utf8_of
+from polyloop.stores._durable import DurableStore, batch_run_id, unstorable_run_id, utf8_of
 from polyloop.stores._records import LogBuilder
 from polyloop.stores._stored_form import StoredSteps, decode_stored, stored_line
 from polyloop.stores._threads import (
@@ -39,12 +39,18 @@ from polyloop.stores.postgres._lease import (
     lease_lock_key,
 )
 from polyloop.stores.postgres._readers import ReaderConnections
-from polyloop.stores.postgres._session import NOT_HERE, PendingWrite, WritingSession
+from polyloop.stores.postgres._session import (
+    NOT_HERE,
+    PendingGroup,
+    PendingWrite,
+    WritingSession,
+)
 from polyloop.stores.postgres._target import parse_target
 from polyloop.types import (
     Intent,
     ModelCallResult,
     StepCompleted,
+    StepRecord,
 )
 
 __all__ = ["PostgresRunStore"]
@@ -265,6 +271,37 @@ class PostgresRunStore(DurableStore):
         )
         await self._session.write(write)
         self._stored_steps.stored(record)
+
+    async def write_records(self, records: Sequence[LogRecord]) -> None:
+        """Store ``records``, all of one run, as one group: one transaction, committed with
+        the other writes pending (:class:`polyloop.ports.RecordBatching`); a refused record
+        stores none of them."""
+        run_id = batch_run_id(records, "PostgresRunStore")
+        if run_id is None:
+            return
+        run_key = self._storable_key(run_id)
+        encoded = run_id.encode("utf-8")
+        # Each row is the one its own write would give: a RunFinished may refer to a step
+        # earlier in the group, which is committed with it or not at all.
+        stored: Mapping[int, StepRecord] | None = self._stored_steps.of(run_id)
+        writes = []
+        for record in records:
+            line = stored_line(record, stored).encode("utf-8")
+            writes.append(
+                PendingWrite(
+                    Completion(),
+                    run_key,
+                    encoded,
+                    log_record_tag(record),
+                    _record_key(record),
+                    line,
+                )
+            )
+            if type(record) is StepCompleted:
+                stored = {**(stored or {}), record.step.step_idx: record.step}
+        await self._session.write(PendingGroup(Completion(), tuple(writes)))
+        for record in records:
+            self._stored_steps.stored(record)
 
     def _select_rows(self, run_key: bytes) -> Callable[[Connection[TupleRow]], list[TupleRow]]:
         select = self._select_sql
