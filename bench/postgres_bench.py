@@ -89,6 +89,8 @@ class Bench:
         self.url = url
         self.prefix = f"bench_{secrets.token_hex(3)}"
         self.count = 0
+        self.commits_per_step = 0.0
+        self.w2_commits_per_step = 0.0
 
     def schema(self) -> str:
         self.count += 1
@@ -165,7 +167,8 @@ class Bench:
 
     async def w1(self, steps: int) -> float:
         """Seconds for one run of ``steps`` steps on a fresh schema (``run`` takes and gives
-        back the run's lease itself, so W1 includes it)."""
+        back the run's lease itself, so W1 includes it); the commits it made per step go to
+        ``self.commits_per_step``."""
         store = self.store()
         await store.open()
         definition, request = setup(store, steps, "w1")
@@ -174,6 +177,7 @@ class Bench:
         result = await run(definition, request)
         elapsed = time.perf_counter() - began
         assert len(result.steps) == steps, result.stop_reason
+        self.commits_per_step = store.commits / steps
         await store.aclose()
         return elapsed
 
@@ -189,6 +193,7 @@ class Bench:
         results = await asyncio.gather(*(run(definition, r) for r in requests))
         elapsed = time.perf_counter() - began
         assert all(len(r.steps) == steps for r in results)
+        self.w2_commits_per_step = store.commits / (runs * steps)
         await store.aclose()
         return runs * steps / elapsed
 
@@ -462,7 +467,8 @@ async def floors_w1_w2(bench: Bench, pairs: int) -> None:
             ratios.append(w / f)
         print(
             f"  {steps:>5} {statistics.median(w1s):>11.0f} {statistics.median(floors):>10.0f} "
-            f"{statistics.median(ratios):>6.2f}"
+            f"{statistics.median(ratios):>6.2f}   store commits per step "
+            f"{bench.commits_per_step:.2f} (floor (a): 4)"
         )
     cycle = statistics.median([await bench.lease_cycle(100) for _ in range(3)])
     print(f"  lease acquire + release: {cycle:.0f} µs (once per run)")
@@ -478,7 +484,7 @@ async def floors_w1_w2(bench: Bench, pairs: int) -> None:
         ratios.append(w / f)
     print(
         f"  W2 {statistics.median(w2s):.0f} steps/s, floor (b) {statistics.median(floors):.0f}, "
-        f"ratio {statistics.median(ratios):.2f}"
+        f"ratio {statistics.median(ratios):.2f}; commits per step {bench.w2_commits_per_step:.3f}"
     )
     one_rate, one_split = await w2_in_process_with_cpu(bench, 50, 40)
     four_rate, four_split = w2_processes(bench, 4, 50, 40)
