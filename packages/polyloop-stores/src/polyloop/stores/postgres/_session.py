@@ -207,6 +207,10 @@ class WritingSession(QueueThread[PendingWrite | PendingGroup | _Acquire | _Relea
                 "DELETE FROM {table} WHERE (run_key, seq) IN "
                 "(SELECT * FROM unnest(%b::bytea[], %b::bigint[]))"
             ).format(table=table),
+            sql.SQL(_INSERT_MANY).format(table=table),
+            sql.SQL(
+                "SELECT 1 FROM {table} WHERE run_key = %b AND kind = %b AND record_key = %b"
+            ).format(table=table),
         )
         # Owned by the session thread from here on.
         self._connection: _Connection | None = None
@@ -395,6 +399,8 @@ class WritingSession(QueueThread[PendingWrite | PendingGroup | _Acquire | _Relea
             "many": self._insert_sql[1].as_bytes(connection),
             "many seq": self._insert_sql[2].as_bytes(connection),
             "undo": self._insert_sql[3].as_bytes(connection),
+            "many plain": self._insert_sql[4].as_bytes(connection),
+            "exists": self._insert_sql[5].as_bytes(connection),
             "acquire": self._lease_sql.acquire.as_bytes(connection),
             "holder": self._lease_sql.holder.as_bytes(connection),
         }
@@ -465,6 +471,14 @@ class WritingSession(QueueThread[PendingWrite | PendingGroup | _Acquire | _Relea
         if not any(isinstance(item, PendingGroup) and len(item.writes) > 1 for item in pending):
             cursor = connection.execute(self._queries["many"], parameters, binary=True)
             return self._refusals(pending, cursor.fetchall())
+        if len(pending) == 1:
+            # One group alone (one run): a plain INSERT is atomic, so a duplicate makes the
+            # whole statement fail and store nothing: one round trip and one commit.
+            try:
+                connection.execute(self._queries["many plain"], parameters, binary=True)
+            except psycopg.errors.UniqueViolation:
+                return [self._first_refused(connection, writes)]
+            return [None]
         # BEGIN and the statement go in one round trip, COMMIT in a second.
         with connection.pipeline(), connection.transaction():
             cursor = connection.execute(self._queries["many seq"], parameters, binary=True)
@@ -485,6 +499,18 @@ class WritingSession(QueueThread[PendingWrite | PendingGroup | _Acquire | _Relea
                     binary=True,
                 )
         return refusals
+
+    def _first_refused(self, connection: _Connection, writes: list[PendingWrite]) -> PendingWrite:
+        """Which write of a group the unique index refused (the group stored nothing)."""
+        seen: set[tuple[bytes, str, bytes]] = set()
+        for w in writes:
+            key = (w.run_key, w.kind, w.record_key)
+            if key in seen:
+                return w
+            seen.add(key)
+            if connection.execute(self._queries["exists"], key, binary=True).fetchone():
+                return w
+        return writes[0]  # rows are never deleted: the refusal named one of them
 
     @staticmethod
     def _refusals(
