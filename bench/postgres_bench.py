@@ -17,7 +17,17 @@ in one run; each workload uses a fresh schema, dropped at the end.
   processes x 50 runs x 40 steps started together, with the CPU split between the clients and
   the server (when the server runs on this machine).
 - W3: a 1,000-step run whose process is SIGKILLed inside its next model call; a fresh process
-  opens the store, resumes and takes one more step: milliseconds (imports excluded).
+  opens the store, resumes and takes one more step: milliseconds (imports excluded). Next to
+  it, in the same run on the same server, each in a fresh process with imports excluded:
+  - the W3 floor: connect with psycopg and read the rows the resume reads (the run's
+    ``run_records`` rows in ``seq`` order, binary), and the same plus parsing each body with
+    ``orjson`` (what any reader of the JSON must at least do);
+  - LangGraph's ``PostgresSaver`` holding an equivalent 1,000-step thread: reopen, read the
+    latest checkpoint, one more step (``bench/postgres_langgraph_peer.py``). LangGraph is NOT
+    a dependency of the workspace: the peer runs in a child process started with
+    ``$UV run --no-sync --with langgraph-checkpoint-postgres --with langgraph`` (packages from
+    PyPI for that command only, nothing written to uv.lock); ``--no-peer`` skips it, and it is
+    skipped with a message when uv or PyPI is not reachable.
 - leases: acquire + release of one run lease, µs (the loop will do it once per run).
 - bytes per step: ``pg_total_relation_size`` of the records table after runs of 200 and
   2,000 steps (indexes included).
@@ -28,8 +38,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import hashlib
 import os
 import secrets
+import shutil
 import signal
 import statistics
 import subprocess
@@ -38,6 +50,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import orjson
 import psycopg
 from psycopg import sql
 
@@ -49,6 +62,8 @@ from stores_bench import setup  # the same agent as the other stores' benchmark
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "scripts", "postgres-test-cluster.sh")
+PEER = os.path.join(ROOT, "bench", "postgres_langgraph_peer.py")
+PEER_PACKAGES = ("--with", "langgraph-checkpoint-postgres", "--with", "langgraph")
 BODY = (
     b'{"type":"intent","record":{"run_id":"bench","kind":"model_call","call_index":7,'
     b'"result_id":"model-7","replay_policy":"safe","schema_version":1}}'
@@ -74,6 +89,8 @@ class Bench:
         self.url = url
         self.prefix = f"bench_{secrets.token_hex(3)}"
         self.count = 0
+        self.commits_per_step = 0.0
+        self.w2_commits_per_step = 0.0
 
     def schema(self) -> str:
         self.count += 1
@@ -150,7 +167,8 @@ class Bench:
 
     async def w1(self, steps: int) -> float:
         """Seconds for one run of ``steps`` steps on a fresh schema (``run`` takes and gives
-        back the run's lease itself, so W1 includes it)."""
+        back the run's lease itself, so W1 includes it); the commits it made per step go to
+        ``self.commits_per_step``."""
         store = self.store()
         await store.open()
         definition, request = setup(store, steps, "w1")
@@ -159,6 +177,7 @@ class Bench:
         result = await run(definition, request)
         elapsed = time.perf_counter() - began
         assert len(result.steps) == steps, result.stop_reason
+        self.commits_per_step = store.commits / steps
         await store.aclose()
         return elapsed
 
@@ -174,6 +193,7 @@ class Bench:
         results = await asyncio.gather(*(run(definition, r) for r in requests))
         elapsed = time.perf_counter() - began
         assert all(len(r.steps) == steps for r in results)
+        self.w2_commits_per_step = store.commits / (runs * steps)
         await store.aclose()
         return runs * steps / elapsed
 
@@ -201,7 +221,8 @@ class Bench:
         assert row is not None
         return int(row[0]) / steps
 
-    def w3(self, steps: int) -> float:
+    def w3_log(self, steps: int) -> str:
+        """A fresh schema holding a ``steps``-step run killed inside its next model call."""
         schema = self.schema()
         doomed = child(self.url, "w3-run", schema, str(steps))
         assert doomed.stdout is not None
@@ -212,9 +233,60 @@ class Bench:
         doomed.wait()
         doomed.stdout.close()
         wait_for_sessions_of(self, doomed.pid)
+        return schema
+
+    def w3(self, schema: str, steps: int) -> float:
+        """ms: a fresh process resumes the run of :meth:`w3_log` and takes one more step."""
         resumer = child(self.url, "w3-resume", schema, str(steps))
         out, _ = resumer.communicate()
         return float(out.split()[-1])
+
+    def w3_floor(self, schema: str, parse: bool) -> float:
+        """ms: a fresh process connects and reads the rows W3's resume reads."""
+        reader = child(self.url, "w3-floor-parse" if parse else "w3-floor", schema, "0")
+        out, _ = reader.communicate()
+        return float(out.split()[-1])
+
+
+def uv_command() -> str | None:
+    return os.environ.get("UV") or shutil.which("uv")
+
+
+class LangGraphPeer:
+    """LangGraph's PostgresSaver on the same server, in child processes (see the docstring)."""
+
+    def __init__(self, bench: Bench, steps: int, threads: int) -> None:
+        self.bench = bench
+        self.steps = steps
+        self.schema = bench.schema()
+        self.uv = uv_command()
+        self.threads = threads
+        self.failure: str | None = None if self.uv else "uv not found (set UV)"
+
+    def _run(self, *args: str) -> str | None:
+        assert self.uv is not None
+        done = subprocess.run(
+            [self.uv, "run", "--no-sync", *PEER_PACKAGES, "python", PEER, self.bench.url, *args],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            check=False,
+        )
+        if done.returncode != 0:
+            self.failure = (done.stderr.strip().splitlines() or ["no message"])[-1][:200]
+            return None
+        return done.stdout
+
+    def build(self) -> bool:
+        if self.failure is None:
+            self._run("build", self.schema, str(self.steps), str(self.threads))
+        return self.failure is None
+
+    def resume(self, thread: int) -> float | None:
+        if self.failure is not None:
+            return None
+        out = self._run("resume", self.schema, str(self.steps), str(thread))
+        return None if out is None else float(out.split()[-1])
 
 
 def wait_for_sessions_of(bench: Bench, pid: int) -> None:
@@ -336,14 +408,28 @@ async def child_main(url: str, mode: str, schema: str, steps: int, runs: int) ->
         definition, request = setup(store, steps + 1, "w3", hang_at=steps)
         await run(definition, request)
     elif mode == "w3-resume":
-        began = time.perf_counter()
+        began, cpu = time.perf_counter(), time.process_time()
         store = bench.store(schema)
         definition, request = setup(store, steps + 1, "w3", hang_at=None)
         result = await resume(definition, request)
-        elapsed = time.perf_counter() - began
+        elapsed, cpu = time.perf_counter() - began, time.process_time() - cpu
         assert len(result.steps) == steps + 1, (result.stop_reason, len(result.steps))
         await store.aclose()
-        print(f"resumed {elapsed * 1e3:.2f}")
+        print(f"resumed cpu {cpu * 1e3:.2f} wall {elapsed * 1e3:.2f}")
+    elif mode in ("w3-floor", "w3-floor-parse"):
+        query = sql.SQL("SELECT seq, body FROM {} WHERE run_key = %b ORDER BY seq").format(
+            sql.Identifier(schema, "run_records")
+        )
+        run_key = hashlib.sha256(b"w3").digest()
+        began = time.perf_counter()
+        with psycopg.connect(url, autocommit=True) as connection:
+            rows = connection.execute(query, (run_key,), binary=True).fetchall()
+            if mode == "w3-floor-parse":
+                parsed = [orjson.loads(body) for _, body in rows]
+                assert len(parsed) == len(rows)
+        elapsed = time.perf_counter() - began
+        assert len(rows) > 4 * steps
+        print(f"read {elapsed * 1e3:.2f}")
     elif mode == "w2":
         store = bench.store(schema)
         await store.open()
@@ -356,16 +442,7 @@ async def child_main(url: str, mode: str, schema: str, steps: int, runs: int) ->
 # -- report --------------------------------------------------------------------------------
 
 
-async def main(bench: Bench, quick: bool) -> None:
-    pairs = 3 if quick else 7
-    print(f"PolyLoop postgres store — {os.uname().sysname}, {os.cpu_count()} CPUs")
-    with bench.connect() as connection:
-        version = connection.execute("SHOW server_version").fetchone()
-        fsync = connection.execute("SHOW fsync").fetchone()
-    print(f"server PostgreSQL {version[0] if version else '?'}, fsync={fsync[0] if fsync else '?'}")
-    print("Every workload sample is paired with a floor sample taken just before it;")
-    print("columns are medians over the pairs (ratio = median of per-pair ratios).")
-
+async def floors_w1_w2(bench: Bench, pairs: int) -> None:
     print()
     print("floors (medians of separate samples)")
     fa = statistics.median(bench.floor_a(200) for _ in range(pairs))
@@ -390,7 +467,8 @@ async def main(bench: Bench, quick: bool) -> None:
             ratios.append(w / f)
         print(
             f"  {steps:>5} {statistics.median(w1s):>11.0f} {statistics.median(floors):>10.0f} "
-            f"{statistics.median(ratios):>6.2f}"
+            f"{statistics.median(ratios):>6.2f}   store commits per step "
+            f"{bench.commits_per_step:.2f} (floor (a): 4)"
         )
     cycle = statistics.median([await bench.lease_cycle(100) for _ in range(3)])
     print(f"  lease acquire + release: {cycle:.0f} µs (once per run)")
@@ -406,27 +484,79 @@ async def main(bench: Bench, quick: bool) -> None:
         ratios.append(w / f)
     print(
         f"  W2 {statistics.median(w2s):.0f} steps/s, floor (b) {statistics.median(floors):.0f}, "
-        f"ratio {statistics.median(ratios):.2f}"
+        f"ratio {statistics.median(ratios):.2f}; commits per step {bench.w2_commits_per_step:.3f}"
     )
     one_rate, one_split = await w2_in_process_with_cpu(bench, 50, 40)
     four_rate, four_split = w2_processes(bench, 4, 50, 40)
     print(f"  1 process  x 50 runs: {one_rate:6.0f} steps/s ({one_split})")
     print(f"  4 processes x 50 runs: {four_rate:6.0f} steps/s ({four_split})")
 
+
+async def main(bench: Bench, quick: bool, with_peer: bool, only_w3: bool) -> None:
+    pairs = 3 if quick else 7
+    print(f"PolyLoop postgres store — {os.uname().sysname}, {os.cpu_count()} CPUs")
+    with bench.connect() as connection:
+        version = connection.execute("SHOW server_version").fetchone()
+        fsync = connection.execute("SHOW fsync").fetchone()
+    print(f"server PostgreSQL {version[0] if version else '?'}, fsync={fsync[0] if fsync else '?'}")
+    print("Every workload sample is paired with a floor sample taken just before it;")
+    print("columns are medians over the pairs (ratio = median of per-pair ratios).")
+
+    if not only_w3:
+        await floors_w1_w2(bench, pairs)
+
     print()
     print("W3: fresh process, open + resume a 1,000-step run killed in its next model call")
-    print("    + one more step (imports excluded); bytes per step of the records table")
-    w3_ms = statistics.median(bench.w3(1_000) for _ in range(3))
+    print("    + one more step (imports excluded); the same run, side by side:")
+    print("    floor = connect + read the run's rows; LangGraph = PostgresSaver, 1,000-step thread")
+    print("    reopened + latest checkpoint + one more step")
+    reps = 5 if quick else 9
+    peer = LangGraphPeer(bench, 1_000, reps) if with_peer else None
+    if peer is not None and not peer.build():
+        print(f"  LangGraph peer skipped: {peer.failure}")
+    columns: dict[str, list[float]] = {
+        "polyloop": [],
+        "floor": [],
+        "floor+parse": [],
+        "langgraph": [],
+    }
+    for rep in range(reps):
+        schema = bench.w3_log(1_000)
+        # Interleaved, so that each sample of one column meets the load another column met.
+        columns["floor"].append(bench.w3_floor(schema, parse=False))
+        columns["floor+parse"].append(bench.w3_floor(schema, parse=True))
+        if peer is not None:
+            lg = peer.resume(rep)
+            if lg is not None:
+                columns["langgraph"].append(lg)
+        columns["polyloop"].append(bench.w3(schema, 1_000))
+    medians = {name: statistics.median(xs) for name, xs in columns.items() if xs}
+    for name, xs in columns.items():
+        if xs:
+            print(
+                f"  {name:12} median {medians[name]:7.1f} ms  (samples {', '.join(f'{x:.0f}' for x in xs)})"
+            )
+    ratio = statistics.median(
+        p / f for p, f in zip(columns["polyloop"], columns["floor"], strict=True)
+    )
+    print(f"  polyloop / floor: {ratio:.2f} (median of per-rep ratios; target <= 1.3)")
+    if columns["langgraph"]:
+        lg_ratio = statistics.median(
+            p / g for p, g in zip(columns["polyloop"], columns["langgraph"], strict=False)
+        )
+        print(f"  polyloop / langgraph: {lg_ratio:.2f} (target <= 1)")
+    if only_w3:
+        return
     sizes = {steps: await bench.bytes_per_step(steps) for steps in (200, 2_000)}
     marginal = (sizes[2_000] * 2_000 - sizes[200] * 200) / 1_800
     print(
-        f"  W3 {w3_ms:.1f} ms; bytes/step {sizes[200]:.0f} @200, {sizes[2_000]:.0f} @2000 "
+        f"  bytes/step {sizes[200]:.0f} @200, {sizes[2_000]:.0f} @2000 "
         f"(each step beyond 200: {marginal:.0f}; the rest is the tables' first pages)"
     )
 
     print()
     print("targets: W1 ratio <= 1.5 at 200 and 1,000 steps; W2 one process >= 0.60 of (b);")
-    print("W3 < 100 ms; bytes per step constant.")
+    print("W3 <= LangGraph and <= 1.3x the floor; bytes per step constant.")
 
 
 @contextmanager
@@ -448,6 +578,8 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer repeats (smoke run)")
     parser.add_argument("--url", default=os.environ.get("POLYLOOP_TEST_POSTGRES_URL"))
+    parser.add_argument("--no-peer", action="store_true", help="skip the LangGraph peer of W3")
+    parser.add_argument("--only-w3", action="store_true", help="run the W3 section only")
     parser.add_argument("--child", nargs="+", metavar="ARG")
     arguments = parser.parse_args()
     if arguments.child:
@@ -459,6 +591,6 @@ if __name__ == "__main__":
         with server(arguments.url) as url:
             bench = Bench(url)
             try:
-                asyncio.run(main(bench, arguments.quick))
+                asyncio.run(main(bench, arguments.quick, not arguments.no_peer, arguments.only_w3))
             finally:
                 bench.drop_all()

@@ -42,7 +42,7 @@ BATCHING_RULES = (
     "test_asks_and_answers_in_a_batch_keep_their_rules",
 )
 #: The stores that do not implement RecordBatching yet: the kit reports them NOT APPLICABLE.
-WITHOUT_BATCHING = ("postgres",)
+WITHOUT_BATCHING: tuple[str, ...] = ()
 
 
 #: The rule for stores given credentials; the memory and file stores take none (declared off).
@@ -93,6 +93,14 @@ def test_contract_suite_is_green(suite_run: Result) -> None:
         for rule in BATCHING_RULES
         for store in WITHOUT_BATCHING
     }
+
+
+def test_the_postgres_store_passes_every_record_batching_rule(suite_run: Result) -> None:
+    """The kit's RecordBatching rules ran against the PostgreSQL store, and passed."""
+    outcomes = _store_tests(suite_run, "postgres")
+    batching = {k: v for k, v in outcomes.items() if k.startswith("run_store_record_batching::")}
+    assert len(BATCHING_RULES) == len(batching)
+    assert {k: "passed" for k in batching} == batching
 
 
 @pytest.mark.parametrize("store", ["memory", "jsonl", "sqlite"])

@@ -34,7 +34,9 @@ import logging
 import queue
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import psycopg
 from psycopg import sql
@@ -66,7 +68,7 @@ from polyloop.stores.postgres._connect import (
 from polyloop.stores.postgres._lease import HolderQueries, SessionIdentity, holder_from_row
 from polyloop.stores.postgres._schema import create_schema
 
-__all__ = ["PendingWrite", "WritingSession"]
+__all__ = ["NOT_HERE", "PendingGroup", "PendingWrite", "WritingSession"]
 
 _log = logging.getLogger("polyloop.stores.postgres")
 
@@ -114,6 +116,16 @@ class PendingWrite:
 
 
 @dataclass(slots=True)
+class PendingGroup:
+    """Records of one run stored whole or not at all, in one transaction
+    (:class:`polyloop.ports.RecordBatching`); ``completion`` is the group's, the writes' own
+    ones are not used."""
+
+    completion: Completion
+    writes: tuple[PendingWrite, ...]
+
+
+@dataclass(slots=True)
 class _Acquire:
     completion: Completion
     run_id: str
@@ -132,6 +144,16 @@ class _Release:
     number: int
 
 
+@dataclass(slots=True)
+class _Read:
+    """A read of a run this session holds the lease of, on the session's own connection."""
+
+    completion: Completion
+    run_key: bytes
+    query: Callable[[_Connection], Any]
+    doing: str
+
+
 @dataclass(frozen=True, slots=True)
 class _Held:
     """A lease this session holds: the connection generation that took it."""
@@ -144,10 +166,14 @@ class _Held:
 
 #: What the session thread takes: its own items, a bare :class:`Completion` (connect now) and
 #: ``None`` (stop).
-_Item = PendingWrite | _Acquire | _Release | Completion | None
+_Item = PendingWrite | PendingGroup | _Acquire | _Release | _Read | Completion | None
+_Write = PendingWrite | PendingGroup
+
+#: What :meth:`WritingSession.read` gives when the session cannot read (read elsewhere).
+NOT_HERE: Any = object()
 
 
-class WritingSession(QueueThread[PendingWrite | _Acquire | _Release]):
+class WritingSession(QueueThread[PendingWrite | PendingGroup | _Acquire | _Release | _Read]):
     """The single writer (and lease holder) of one :class:`PostgresRunStore`.
 
     ``close`` commits what is queued, stops the thread and ends the session (freeing its
@@ -176,6 +202,15 @@ class WritingSession(QueueThread[PendingWrite | _Acquire | _Release]):
         self._insert_sql = (
             sql.SQL(_INSERT_ONE + _REFUSE_DUPLICATES).format(table=table),
             sql.SQL(_INSERT_MANY + _REFUSE_DUPLICATES).format(table=table),
+            sql.SQL(_INSERT_MANY + _REFUSE_DUPLICATES + ", seq").format(table=table),
+            sql.SQL(
+                "DELETE FROM {table} WHERE (run_key, seq) IN "
+                "(SELECT * FROM unnest(%b::bytea[], %b::bigint[]))"
+            ).format(table=table),
+            sql.SQL(_INSERT_MANY).format(table=table),
+            sql.SQL(
+                "SELECT 1 FROM {table} WHERE run_key = %b AND kind = %b AND record_key = %b"
+            ).format(table=table),
         )
         # Owned by the session thread from here on.
         self._connection: _Connection | None = None
@@ -191,8 +226,9 @@ class WritingSession(QueueThread[PendingWrite | _Acquire | _Release]):
 
     # -- caller side ---------------------------------------------------------------------
 
-    async def write(self, write: PendingWrite) -> None:
-        """Store one record; return once it is committed."""
+    async def write(self, write: PendingWrite | PendingGroup) -> None:
+        """Store one record (or a group of one run's records, whole or not at all); return
+        once it is committed."""
         await self._submit(write, write.completion)
 
     async def acquire(self, run_id: str, run_key: bytes, lock_key: tuple[int, int]) -> int:
@@ -214,6 +250,19 @@ class WritingSession(QueueThread[PendingWrite | _Acquire | _Release]):
         except StoreError:
             return
         await completion.wait(self._idle_wait)
+
+    async def read(self, run_key: bytes, query: Callable[[_Connection], Any], doing: str) -> Any:
+        """``query(connection)`` on the session, for a run whose lease it holds: the
+        connection that holds the lease is open already, its tables checked, so a driver's
+        read costs no second connection (a SCRAM handshake and a catalog check). Gives
+        :data:`NOT_HERE` when the session does not hold that lease on a live connection: the
+        caller reads through a reader connection instead (reads are not fenced)."""
+        completion = Completion()
+        try:
+            self._put(_Read(completion, run_key, query, doing))
+        except StoreError:
+            return NOT_HERE  # closed: the readers say so in their own words
+        return await completion.wait(self._idle_wait)
 
     def holds(self, run_key: bytes) -> bool:
         """Whether this session holds the lease of the run (read from any thread: a moment
@@ -263,7 +312,7 @@ class WritingSession(QueueThread[PendingWrite | _Acquire | _Release]):
             remaining = deadline - time.monotonic()
             if expected < _LINGER_FROM or len(items) >= _LINGER_BACK * expected or remaining <= 0:
                 break
-            if not isinstance(items[-1], PendingWrite):
+            if not isinstance(items[-1], PendingWrite | PendingGroup):
                 break  # a lease request or a stop does not wait for writes
             try:
                 items.append(self._queue.get(timeout=remaining))
@@ -275,9 +324,9 @@ class WritingSession(QueueThread[PendingWrite | _Acquire | _Release]):
         stop = False
         while not stop:
             items = self._take()
-            batch: list[PendingWrite] = []
+            batch: list[_Write] = []
             for item in items:
-                if isinstance(item, PendingWrite):
+                if isinstance(item, PendingWrite | PendingGroup):
                     batch.append(item)
                     continue
                 if batch:
@@ -289,11 +338,13 @@ class WritingSession(QueueThread[PendingWrite | _Acquire | _Release]):
                     self._answer(item.completion, self._acquire, item)
                 elif isinstance(item, _Release):
                     self._answer(item.completion, self._release, item)
+                elif isinstance(item, _Read):
+                    self._answer(item.completion, self._read, item)
                 else:
                     self._answer(item, self._open_now)
             if batch:
                 self._commit(batch)
-            self._last_batch = sum(isinstance(item, PendingWrite) for item in items)
+            self._last_batch = sum(isinstance(item, PendingWrite | PendingGroup) for item in items)
 
     def _answer(self, completion: Completion, job: object, *args: object) -> None:
         try:
@@ -346,6 +397,10 @@ class WritingSession(QueueThread[PendingWrite | _Acquire | _Release]):
         self._queries = {
             "one": self._insert_sql[0].as_bytes(connection),
             "many": self._insert_sql[1].as_bytes(connection),
+            "many seq": self._insert_sql[2].as_bytes(connection),
+            "undo": self._insert_sql[3].as_bytes(connection),
+            "many plain": self._insert_sql[4].as_bytes(connection),
+            "exists": self._insert_sql[5].as_bytes(connection),
             "acquire": self._lease_sql.acquire.as_bytes(connection),
             "holder": self._lease_sql.holder.as_bytes(connection),
         }
@@ -356,43 +411,48 @@ class WritingSession(QueueThread[PendingWrite | _Acquire | _Release]):
                 self._connection.close()
             self._connection = None
 
-    def _commit(self, batch: list[PendingWrite]) -> None:
+    def _commit(self, batch: list[_Write]) -> None:
         outcomes: list[tuple[Completion, object, BaseException | None]] = []
         connection = self._current()
         alive = self._generation if connection is not None else None
-        pending: list[PendingWrite] = []
+        pending: list[_Write] = []
         for write in batch:
-            held = self._held.get(write.run_key)
+            first = write.writes[0] if isinstance(write, PendingGroup) else write
+            held = self._held.get(first.run_key)
             if held is not None and held.generation != alive:
-                outcomes.append((write.completion, None, self._lease_lost(write)))
+                outcomes.append((write.completion, None, self._lease_lost(first)))
             else:
                 pending.append(write)
         if pending:
             try:
                 connection = connection or self._live_connection()
                 began = time.monotonic()
-                stored = self._insert(connection, pending)
+                refusals = self._insert(connection, pending)
                 self._last_statement_seconds = time.monotonic() - began
             except psycopg.Error as error:
                 broken = connection is None or connection.broken or connection.closed
                 if broken:
                     self._drop()
                 outcomes += [
-                    (w.completion, None, self._failed(w, error, in_doubt=broken)) for w in pending
+                    (w.completion, None, self._failed(_first(w), error, in_doubt=broken))
+                    for w in pending
                 ]
             except BaseException as error:
                 outcomes += [(w.completion, None, _own_copy(error)) for w in pending]
             else:
                 self.commits += 1
                 outcomes += [
-                    (w.completion, None, None if ok else _duplicate(w))
-                    for w, ok in zip(pending, stored, strict=True)
+                    (w.completion, None, None if refused is None else _duplicate(refused))
+                    for w, refused in zip(pending, refusals, strict=True)
                 ]
         settle_all(outcomes)
 
-    def _insert(self, connection: _Connection, writes: list[PendingWrite]) -> list[bool]:
-        """Insert the rows in one statement; which of them were stored (the others are
-        duplicates the unique index refused)."""
+    def _insert(self, connection: _Connection, pending: list[_Write]) -> list[PendingWrite | None]:
+        """Insert the rows in one statement; for each item, the write the unique index
+        refused (``None``: stored). A group with a refused row stores none of its rows: its
+        statement then runs in a transaction that deletes the group's other rows before it
+        commits, so no reader and no crash ever sees part of a group."""
+        writes = [w for item in pending for w in _writes_of(item)]
         if len(writes) == 1:
             w = writes[0]
             cursor = connection.execute(
@@ -400,26 +460,75 @@ class WritingSession(QueueThread[PendingWrite | _Acquire | _Release]):
                 (w.run_key, w.kind, w.record_key, w.run_id, w.body),
                 binary=True,
             )
-            return [cursor.fetchone() is not None]
-        cursor = connection.execute(
-            self._queries["many"],
-            (
-                [w.run_key for w in writes],
-                [w.kind for w in writes],
-                [w.record_key for w in writes],
-                [w.run_id for w in writes],
-                [w.body for w in writes],
-            ),
-            binary=True,
+            return [None if cursor.fetchone() is not None else w]
+        parameters = (
+            [w.run_key for w in writes],
+            [w.kind for w in writes],
+            [w.record_key for w in writes],
+            [w.run_id for w in writes],
+            [w.body for w in writes],
         )
-        # Of rows that share a unique key, the first in queue order is the one inserted.
-        inserted = {(bytes(k), str(t), bytes(r)) for k, t, r in cursor.fetchall()}
-        stored = []
+        if not any(isinstance(item, PendingGroup) and len(item.writes) > 1 for item in pending):
+            cursor = connection.execute(self._queries["many"], parameters, binary=True)
+            return self._refusals(pending, cursor.fetchall())
+        if len(pending) == 1:
+            # One group alone (one run): a plain INSERT is atomic, so a duplicate makes the
+            # whole statement fail and store nothing: one round trip and one commit.
+            try:
+                connection.execute(self._queries["many plain"], parameters, binary=True)
+            except psycopg.errors.UniqueViolation:
+                return [self._first_refused(connection, writes)]
+            return [None]
+        # BEGIN and the statement go in one round trip, COMMIT in a second.
+        with connection.pipeline(), connection.transaction():
+            cursor = connection.execute(self._queries["many seq"], parameters, binary=True)
+            rows = cursor.fetchall()
+            refusals = self._refusals(pending, rows)
+            seqs = {(bytes(k), str(t), bytes(r)): seq for k, t, r, seq in rows}
+            undo = [
+                (w.run_key, seqs[key])
+                for item, refused in zip(pending, refusals, strict=True)
+                if refused is not None
+                for w in _writes_of(item)
+                if (key := (w.run_key, w.kind, w.record_key)) in seqs
+            ]
+            if undo:
+                connection.execute(
+                    self._queries["undo"],
+                    ([k for k, _ in undo], [seq for _, seq in undo]),
+                    binary=True,
+                )
+        return refusals
+
+    def _first_refused(self, connection: _Connection, writes: list[PendingWrite]) -> PendingWrite:
+        """Which write of a group the unique index refused (the group stored nothing)."""
+        seen: set[tuple[bytes, str, bytes]] = set()
         for w in writes:
             key = (w.run_key, w.kind, w.record_key)
-            stored.append(key in inserted)
-            inserted.discard(key)
-        return stored
+            if key in seen:
+                return w
+            seen.add(key)
+            if connection.execute(self._queries["exists"], key, binary=True).fetchone():
+                return w
+        return writes[0]  # rows are never deleted: the refusal named one of them
+
+    @staticmethod
+    def _refusals(
+        pending: list[_Write], inserted_rows: list[tuple[Any, ...]]
+    ) -> list[PendingWrite | None]:
+        # Of rows that share a unique key, the first in queue order is the one inserted.
+        inserted = {(bytes(row[0]), str(row[1]), bytes(row[2])) for row in inserted_rows}
+        refusals: list[PendingWrite | None] = []
+        for item in pending:
+            refused = None
+            for w in _writes_of(item):
+                key = (w.run_key, w.kind, w.record_key)
+                if key in inserted:
+                    inserted.discard(key)
+                elif refused is None:
+                    refused = w
+            refusals.append(refused)
+        return refusals
 
     def _acquire(self, request: _Acquire) -> int:
         held = self._held.get(request.run_key)
@@ -484,6 +593,23 @@ class WritingSession(QueueThread[PendingWrite | _Acquire | _Release]):
         except psycopg.Error:
             self._drop()  # ending the session is the one sure way to free the lock
 
+    def _read(self, request: _Read) -> Any:
+        held = self._held.get(request.run_key)
+        connection = self._current()
+        if held is None or connection is None or held.generation != self._generation:
+            return NOT_HERE
+        try:
+            return request.query(connection)
+        except psycopg.Error as error:
+            failure: str = explain(self._target, error)
+            if connection.broken or connection.closed:
+                self._drop()
+        # Raised outside the except block: the driver's error holds the connection options.
+        raise StoreError(
+            f"{self._name}: {request.doing} failed ({failure}). Nothing was changed; retry once "
+            "the server answers."
+        )
+
     def _release(self, request: _Release) -> None:
         held = self._held.get(request.run_key)
         if held is None or held.number != request.number:
@@ -522,6 +648,14 @@ class WritingSession(QueueThread[PendingWrite | _Acquire | _Release]):
             f"({reason}). The record is NOT stored; what was acknowledged before is intact. "
             "Fix the server (disk, permissions) and resume the run."
         )
+
+
+def _writes_of(item: _Write) -> tuple[PendingWrite, ...]:
+    return item.writes if isinstance(item, PendingGroup) else (item,)
+
+
+def _first(item: _Write) -> PendingWrite:
+    return item.writes[0] if isinstance(item, PendingGroup) else item
 
 
 def _duplicate(write: PendingWrite) -> DuplicateRecordError:

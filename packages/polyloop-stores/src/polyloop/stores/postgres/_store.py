@@ -9,9 +9,10 @@ from __future__ import annotations
 import hashlib
 import os
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from psycopg import sql
+from psycopg import Connection, sql
+from psycopg.rows import TupleRow
 
 from polyloop.asking import (
     UserAnswered,
@@ -20,7 +21,8 @@ from polyloop.asking import (
 from polyloop.errors import ConfigurationError, CorruptLogError, SerializationError
 from polyloop.ports import LeaseHolder, RunLog
 from polyloop.serialization import LogRecord, log_record_tag
-from polyloop.stores._durable import DurableStore, unstorable_run_id, utf8_of
+from polyloop.stores._decoding import paused_collection
+from polyloop.stores._durable import DurableStore, batch_run_id, unstorable_run_id, utf8_of
 from polyloop.stores._records import LogBuilder
 from polyloop.stores._stored_form import StoredSteps, decode_stored, stored_line
 from polyloop.stores._threads import (
@@ -37,12 +39,18 @@ from polyloop.stores.postgres._lease import (
     lease_lock_key,
 )
 from polyloop.stores.postgres._readers import ReaderConnections
-from polyloop.stores.postgres._session import PendingWrite, WritingSession
+from polyloop.stores.postgres._session import (
+    NOT_HERE,
+    PendingGroup,
+    PendingWrite,
+    WritingSession,
+)
 from polyloop.stores.postgres._target import parse_target
 from polyloop.types import (
     Intent,
     ModelCallResult,
     StepCompleted,
+    StepRecord,
 )
 
 __all__ = ["PostgresRunStore"]
@@ -188,7 +196,16 @@ class PostgresRunStore(DurableStore):
         run_key = _run_key(run_id)
         if run_key is None:
             return RunLog()  # such a run_id can never have been written
-        log: RunLog = await self._reader_threads.run(self._read, run_id, run_key)
+        doing = f"reading the log of run {shown_run_id(run_id)}"
+        if self._session.holds(run_key):
+            # The driver of the run reads through the session holding its lease (resume and
+            # run() take the lease first): no second connection to open.
+            rows = await self._session.read(run_key, self._select_rows(run_key), doing)
+            if rows is not NOT_HERE:
+                log: RunLog = await self._reader_threads.run(self._decode, run_id, rows)
+                self._stored_steps.read(run_id, log.steps)
+                return log
+        log = await self._reader_threads.run(self._read, run_id, run_key, doing)
         if self._session.holds(run_key):
             self._stored_steps.read(run_id, log.steps)
         return log
@@ -255,15 +272,55 @@ class PostgresRunStore(DurableStore):
         await self._session.write(write)
         self._stored_steps.stored(record)
 
-    def _read(self, run_id: str, run_key: bytes) -> RunLog:
-        rows = self._readers.run(
-            lambda connection: connection.execute(
-                self._select_sql, (run_key,), binary=True
-            ).fetchall(),
-            f"reading the log of run {shown_run_id(run_id)}",
-        )
+    async def write_records(self, records: Sequence[LogRecord]) -> None:
+        """Store ``records``, all of one run, as one group: one transaction, committed with
+        the other writes pending (:class:`polyloop.ports.RecordBatching`); a refused record
+        stores none of them."""
+        run_id = batch_run_id(records, "PostgresRunStore")
+        if run_id is None:
+            return
+        run_key = self._storable_key(run_id)
+        encoded = run_id.encode("utf-8")
+        # Each row is the one its own write would give: a RunFinished may refer to a step
+        # earlier in the group, which is committed with it or not at all.
+        stored: Mapping[int, StepRecord] | None = self._stored_steps.of(run_id)
+        writes = []
+        for record in records:
+            line = stored_line(record, stored).encode("utf-8")
+            writes.append(
+                PendingWrite(
+                    Completion(),
+                    run_key,
+                    encoded,
+                    log_record_tag(record),
+                    _record_key(record),
+                    line,
+                )
+            )
+            if type(record) is StepCompleted:
+                stored = {**(stored or {}), record.step.step_idx: record.step}
+        await self._session.write(PendingGroup(Completion(), tuple(writes)))
+        for record in records:
+            self._stored_steps.stored(record)
+
+    def _select_rows(self, run_key: bytes) -> Callable[[Connection[TupleRow]], list[TupleRow]]:
+        select = self._select_sql
+
+        def query(connection: Connection[TupleRow]) -> list[TupleRow]:
+            return connection.execute(select, (run_key,), binary=True).fetchall()
+
+        return query
+
+    def _read(self, run_id: str, run_key: bytes, doing: str) -> RunLog:
+        return self._decode(run_id, self._readers.run(self._select_rows(run_key), doing))
+
+    def _decode(self, run_id: str, rows: list[TupleRow] | None) -> RunLog:
+        with paused_collection():
+            return self._build(run_id, rows or ())
+
+    def _build(self, run_id: str, rows: Iterable[TupleRow]) -> RunLog:
         builder = LogBuilder(run_id, self._name)
-        for seq, body in rows or ():
+        for seq, body in rows:
             try:
                 record = decode_stored(
                     bytes(body), builder.steps, f"{self._name}, run_records seq {seq}"
