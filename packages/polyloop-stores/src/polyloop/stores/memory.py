@@ -17,9 +17,7 @@ child forked from the process holds none of them.
 
 from __future__ import annotations
 
-import os
 import threading
-import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,7 +26,7 @@ from polyloop.asking import (
     UserAnswered,
     UserAsked,
 )
-from polyloop.errors import RunLeaseHeldError
+from polyloop.leasing import LeaseTable, ReleasedOnce, forget_in_forked_child
 from polyloop.ports import LeaseHolder, RunLog
 from polyloop.serialization import LogRecord
 from polyloop.stores._durable import batch_run_id
@@ -59,24 +57,17 @@ class _Log:
     keys: KeySet = field(default_factory=KeySet)
 
 
-class _MemoryLease:
+class _MemoryLease(ReleasedOnce):
     """A run's lease on one :class:`MemoryRunStore`."""
 
-    __slots__ = ("_released", "_run_id", "_store")
+    __slots__ = ("_store",)
 
     def __init__(self, store: MemoryRunStore, run_id: str) -> None:
+        super().__init__(run_id)
         self._store = store
-        self._run_id = run_id
-        self._released = False
 
-    @property
-    def run_id(self) -> str:
-        return self._run_id
-
-    async def release(self) -> None:
-        if not self._released:
-            self._released = True
-            self._store._give_back(self)
+    async def _give_back(self) -> None:
+        self._store._leases.give_back(self.run_id, self)
 
 
 class MemoryRunStore:
@@ -87,8 +78,8 @@ class MemoryRunStore:
     def __init__(self) -> None:
         self._logs: dict[str, _Log] = {}
         self._lock = threading.Lock()
-        self._leases: dict[str, tuple[_MemoryLease, LeaseHolder]] = {}
-        _stores.add(self)
+        self._leases: LeaseTable[_MemoryLease] = LeaseTable()
+        forget_in_forked_child(self)
 
     def _log(self, run_id: str) -> _Log:
         log = self._logs.get(run_id)
@@ -198,29 +189,17 @@ class MemoryRunStore:
 
     async def acquire_run_lease(self, run_id: str) -> _MemoryLease:
         """Take the lease of ``run_id`` on this store object, or raise ``RunLeaseHeldError``."""
-        with self._lock:
-            held = self._leases.get(run_id)
-            if held is not None:
-                raise RunLeaseHeldError.held_by(run_id, held[1])
-            lease = _MemoryLease(self, run_id)
-            self._leases[run_id] = (lease, LeaseHolder.of_this_process())
-            return lease
+        return self._leases.take(run_id, _MemoryLease(self, run_id))
 
     async def run_lease_holder(self, run_id: str) -> LeaseHolder | None:
         """Who holds the lease of ``run_id`` on this store object, or ``None``."""
-        with self._lock:
-            held = self._leases.get(run_id)
-            return None if held is None else held[1]
+        return self._leases.holder(run_id)
 
-    def _give_back(self, lease: _MemoryLease) -> None:
-        with self._lock:
-            held = self._leases.get(lease.run_id)
-            if held is not None and held[0] is lease:
-                del self._leases[lease.run_id]
-
-    def _forget_leases(self) -> None:
-        self._lock = threading.Lock()  # another thread may have held it at the fork
-        self._leases.clear()
+    def forget_after_fork(self) -> None:
+        """In a forked child: hold no lease, and a fresh lock (another thread may have held
+        it at the fork) — :func:`polyloop.leasing.forget_in_forked_child`."""
+        self._lock = threading.Lock()
+        self._leases.forget_after_fork()
 
     def parameters(self) -> Mapping[str, str]:
         return {"kind": "memory"}
@@ -244,15 +223,3 @@ _APPEND: Mapping[type[object], Callable[[_Log, Any], None]] = {
     UserAsked: lambda log, record: log.asks.append(record),
     UserAnswered: lambda log, record: log.answers.append(record),
 }
-
-
-#: Every memory store alive, so a forked child can drop the leases it copied from its parent.
-_stores: weakref.WeakSet[MemoryRunStore] = weakref.WeakSet()
-
-
-def _forget_parent_leases() -> None:
-    for store in list(_stores):
-        store._forget_leases()
-
-
-os.register_at_fork(after_in_child=_forget_parent_leases)
