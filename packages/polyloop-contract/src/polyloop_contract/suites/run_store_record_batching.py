@@ -20,7 +20,6 @@ import pytest
 from polyloop.errors import DuplicateRecordError, RunAlreadyStartedError
 from polyloop.ports import RecordBatching, RunLog, RunStore, UserAsking
 from polyloop.types import Intent, ModelCallResult, StepCompleted
-from polyloop_contract import _report
 from polyloop_contract._checks import Rule, shown
 from polyloop_contract._records import (
     LogRecord,
@@ -33,18 +32,12 @@ from polyloop_contract._records import (
     user_asked,
     write,
 )
-from polyloop_contract.capabilities import StoreCapabilities
-from polyloop_contract.fixtures import StoreFactory
 from polyloop_contract.suites import _store_support
 from polyloop_contract.suites._store_support import (
     SEAM,
     MakeStore,
     Reopen,
-    StoreScope,
     aio,
-    make_store_maker,
-    param_suffix,
-    require_capability,
 )
 
 #: The fixtures every store suite shares (pytest finds a fixture by its name in the module).
@@ -52,35 +45,13 @@ reopen = _store_support.reopen
 store_scope = _store_support.store_scope
 
 
-def _batching(request: pytest.FixtureRequest, store: RunStore) -> RecordBatching:
-    """``store`` as a RecordBatching store, or skip the rule (noted once in the report)."""
-    if isinstance(store, RecordBatching):
-        return store
-    message = (
-        f"RunStore batching rules did not apply{param_suffix(request)}: "
-        f"{type(store).__name__} does not implement polyloop.ports.RecordBatching, so the loop "
-        "writes each record on its own (nothing else changes)"
-    )
-    _report.note(request.config, f"NOT APPLICABLE {message}")
-    pytest.skip(message)
-
-
-@pytest.fixture
-def batching_store(
-    request: pytest.FixtureRequest,
-    polyloop_store_factory: StoreFactory,
-    polyloop_store_capabilities: StoreCapabilities,
-    store_scope: StoreScope,
-) -> MakeStore:
-    require_capability(request, polyloop_store_capabilities, "record_batching")
-    make = make_store_maker(polyloop_store_factory, store_scope)
-
-    async def make_batching() -> RunStore:
-        store = await make()
-        _batching(request, store)
-        return store
-
-    return make_batching
+batching_store = _store_support.capability_store_fixture(
+    "batching_store",
+    declared="record_batching",
+    seam=RecordBatching,
+    rules="batching",
+    without="so the loop writes each record on its own (nothing else changes)",
+)
 
 
 def loop_batches(records: Sequence[LogRecord]) -> list[list[LogRecord]]:
