@@ -28,7 +28,7 @@ from polyloop.ports import BatchedRecord, Event, RecordBatching, RunStore, UserA
 from polyloop.session._events import EventChannel
 from polyloop.types import Intent, ModelCallResult, RunFinished, RunStarted, StepCompleted
 
-__all__ = ["Writes"]
+__all__ = ["Writes", "write_one"]
 
 
 class Writes:
@@ -49,14 +49,14 @@ class Writes:
         if self._batcher is not None:
             self._held.append(record)
         else:
-            await _write_one(self._store, record)
+            await write_one(self._store, record)
 
     async def write(self, record: BatchedRecord) -> None:
         """Make the held records and ``record`` durable (one write), then deliver the events
         that waited for them."""
         held = self._held
         if not held:
-            await _write_one(self._store, record)
+            await write_one(self._store, record)
             return
         self._held = []
         held.append(record)
@@ -89,7 +89,7 @@ class Writes:
                 await self._events.emit(event)
 
 
-async def _write_one(store: RunStore, record: BatchedRecord) -> None:
+async def write_one(store: RunStore, record: BatchedRecord) -> None:
     """``record`` through the store method of its kind."""
     if isinstance(record, Intent):
         await store.write_intent(record)

@@ -22,6 +22,7 @@ from polyloop.asking import (
 from polyloop.ports import RunLog, RunStore
 from polyloop.recovery import TOOL_LESS_TERMS, action_result_id, model_result_id
 from polyloop.serialization import LogRecord
+from polyloop.session._writes import write_one
 from polyloop.tools import canonical_arguments
 from polyloop.types import (
     ActionOutcome,
@@ -428,19 +429,7 @@ def run_log_from(records: Iterable[LogRecord]) -> RunLog:
 
 
 async def write_records(store: RunStore, records: Iterable[LogRecord]) -> None:
-    """Write ``records`` in order, each through the store method for its kind."""
+    """Write ``records`` in order, each through the store method for its kind (the loop's own
+    dispatch; asks and answers need a store with the UserAsking capability, design 0037)."""
     for record in records:
-        if isinstance(record, RunStarted):
-            await store.write_run_started(record)
-        elif isinstance(record, Intent):
-            await store.write_intent(record)
-        elif isinstance(record, ModelCallResult):
-            await store.write_model_call_result(record)
-        elif isinstance(record, StepCompleted):
-            await store.write_step_completed(record)
-        elif isinstance(record, UserAsked | UserAnswered):
-            # Only a store with the UserAsking capability can take these (design 0037).
-            method = "write_user_asked" if isinstance(record, UserAsked) else "write_user_answered"
-            await getattr(store, method)(record)
-        else:
-            await store.write_run_finished(record)
+        await write_one(store, record)
