@@ -10,7 +10,7 @@ from tests.batch._ray_cluster import RayCluster, start_cluster
 from tests.stores import _postgres
 
 # Fixed before any test starts a child process, so that children name their schemas alike.
-_postgres.session_prefix()
+_postgres.claim_session_prefix()
 
 
 @pytest.fixture(autouse=True)

@@ -49,6 +49,16 @@ def session_prefix() -> str:
     return prefix
 
 
+def claim_session_prefix() -> str:
+    """The prefix for this pytest process, called once by the stores' conftest. An xdist worker
+    takes one of its own: the controller's, inherited through the environment, would let one
+    worker's end-of-session sweep drop the schemas another worker's test is still using."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker and not os.environ.get(PREFIX_VARIABLE, "").endswith(f"_{worker}"):
+        os.environ[PREFIX_VARIABLE] = f"plt_{os.getpid()}_{secrets.token_hex(3)}_{worker}"
+    return session_prefix()
+
+
 def server_url() -> str:
     """The shared server's URL; fails the test (or the child process) when there is none."""
     url = os.environ.get(URL_VARIABLE)

@@ -17,7 +17,7 @@ from tests.stores import _postgres
 from tests.stores._helpers import DURABLE_KINDS, STORE_KINDS, Opened, close_store, open_store
 
 # Fixed before any test starts a child process, so that children name their schemas alike.
-_postgres.session_prefix()
+_postgres.claim_session_prefix()
 
 
 @pytest.fixture(autouse=True)
