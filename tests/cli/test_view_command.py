@@ -7,19 +7,20 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import dataclasses
 import html
 import json
 import re
 from pathlib import Path
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from polyloop import testing
 from polyloop.stores.sqlite import SqliteRunStore
-from polyloop.types import ReplayPolicy, StopReason
+from polyloop.types import ModelCallResult, ReplayPolicy, StopReason
 from polyloop_cli.view import page_name
-from polyloop_cli.view_page import FOLD_CHARS, text
+from polyloop_cli.view_page import FOLD_CHARS, RunPage, run_page, text
 from tests.cli._kit import assert_one_line_error, headline, polyloop
 from tests.cli.test_damaged_stores import damaged_sqlite  # noqa: F401  (a fixture)
 from tests.table_kit import fill, replied
@@ -74,13 +75,9 @@ def make_store(path: Path, *record_lists: list[object], kit: bool = False) -> st
     return f"sqlite://{path}"
 
 
-@given(st.text())
-def test_text_escapes_everything(value: str) -> None:
-    """Any text: no markup character or control character is left; unescaped, it is the text
-    with each control character shown as its Unicode picture."""
-    shown = text(value)
-    assert not re.search(r'[<>"\x00-\x08\x0b-\x1f\x7f]', shown)
-    pictured = "".join(
+def _pictured(value: str) -> str:
+    """``value`` with each control character (but tab and newline) as its Unicode picture."""
+    return "".join(
         chr(0x2400 + ord(c))
         if ord(c) < 0x20 and c not in "\t\n"
         else "\u2421"
@@ -88,7 +85,15 @@ def test_text_escapes_everything(value: str) -> None:
         else c
         for c in value
     )
-    assert pictured == html.unescape(shown)
+
+
+@given(st.text())
+def test_text_escapes_everything(value: str) -> None:
+    """Any text: no markup character or control character is left; unescaped, it is the text
+    with each control character shown as its Unicode picture."""
+    shown = text(value)
+    assert not re.search(r'[<>"\x00-\x08\x0b-\x1f\x7f]', shown)
+    assert _pictured(value) == html.unescape(shown)
 
 
 def test_the_page_has_every_step_and_no_markup_from_the_log(
@@ -368,3 +373,37 @@ def test_the_task_is_said_missing_without_an_agent_and_rebuilt_with_one(
     assert "it does NOT match the run: step 0 recorded 100 prompt characters" in (
         html.unescape(wrong.read_text(encoding="utf-8"))
     )
+
+
+def _tags(page: str) -> list[str]:
+    return re.findall(r"<(/?[A-Za-z][A-Za-z0-9]*)", page)
+
+
+@settings(max_examples=60, deadline=None)
+@given(note=st.text(max_size=200), thinking=st.text(max_size=200), finished=st.booleans())
+def test_any_text_of_an_unfinished_step_adds_no_markup(
+    note: str, thinking: str, finished: bool
+) -> None:
+    """Any text in the unfinished step's arguments, reply and thinking: the page's markup is
+    the same tag for tag as with plain text there, and the card shows the text itself."""
+
+    def page_of(note: str, thinking: str) -> str:
+        records = doubt_records("r", finished=finished)
+        content = "CALL refund " + json.dumps({"note": note}, ensure_ascii=False)
+        records = [
+            dataclasses.replace(
+                record,
+                reply=dataclasses.replace(record.reply, content=content, thinking=thinking),
+            )
+            if isinstance(record, ModelCallResult) and record.result_id == "model-1"
+            else record
+            for record in records
+        ]
+        log = testing.run_log_from(records)  # type: ignore[arg-type]
+        return run_page(RunPage("r", log, "memory://"))
+
+    plain = page_of("x", "t" if thinking else "")
+    page = page_of(note, thinking)
+    assert _tags(plain) == _tags(page)
+    card = html.unescape(_card(page, 1))
+    assert _pictured(json.dumps({"note": note}, indent=2, ensure_ascii=False)) in card

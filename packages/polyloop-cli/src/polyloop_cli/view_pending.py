@@ -120,7 +120,7 @@ def _state(
             "no reply is recorded"
         )
     if state is TailState.MODEL_RESULT_RECORDED:
-        return "doubt", "the reply is recorded; nothing after it was announced"
+        return "doubt", "the model call's result is recorded; nothing after it was announced"
     return "doubt", f"announced, never completed ({state.value})"
 
 
