@@ -154,6 +154,8 @@ def test_run_id_or_all(tmp_path: Path, env: dict[str, str]) -> None:
     url = make_store(tmp_path / "runs.sqlite", kit=True)
     assert_one_line_error(polyloop("view", "--store", url, env=env), 2)
     assert_one_line_error(polyloop("view", "run-empty", "--all", "--store", url, env=env), 2)
+    episode_alone = polyloop("view", "run-empty", "--episode", "{}", "--store", url, env=env)
+    assert_one_line_error(episode_alone, 2)
 
 
 def test_a_damaged_run_gives_a_page_of_what_can_be_read(
@@ -366,6 +368,13 @@ def test_the_task_is_said_missing_without_an_agent_and_rebuilt_with_one(
     assert "Ticket #5531" in task
     assert "matches the prompt size recorded by each of the 1 steps" in task
     assert "The log does not record the prompt" not in page
+    step_0 = page[page.index('id="step-0"') : page.index("</section>", page.index('id="step-0"'))]
+    assert "as the model saw it in the next call" in step_0
+    assert "Tool result: {" in step_0  # the observation as the template wrapped it
+    directory = tmp_path / "all"
+    every = polyloop("view", "--all", "--store", url, "-o", str(directory), *agent, env=env)
+    assert 0 == every.code, every.stderr
+    assert "Ticket #5531" in (directory / "index.html").read_text(encoding="utf-8")
     other = make_store(tmp_path / "other.sqlite", hostile_records("hostile", 10))
     wrong = tmp_path / "wrong.html"
     result = polyloop("view", "hostile", "--store", other, "-o", str(wrong), *agent, env=env)
