@@ -311,6 +311,7 @@ def test_a_parked_run_shows_what_waits_for_a_person_and_since_when(
         assert ask.arguments_sha256 in card
         assert f"<b>{tool}</b>" in _nav(page)
         assert "announced, never completed" not in page
+        assert "<dt>status word</dt><dd>waiting_approval</dd>" in page
 
 
 def test_both_pages_count_every_reply_s_tokens(tmp_path: Path, env: dict[str, str]) -> None:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from polyloop.asking import AskKind, UserAnswered, UserAsked
 from polyloop.ports import DecisionParser, RunLog
-from polyloop.recovery import is_parse_failure
+from polyloop.recovery import is_parse_failure, run_status
 from polyloop.session import RebuiltPrompt
 from polyloop.types import (
     ActionStatus,
@@ -384,17 +384,31 @@ def _pending_card(
     return item, "".join(body)
 
 
-_ROLE_WORDS = {"system": "system", "user": "user", "assistant": "assistant", "tool": "tool"}
-
-
 def _message_html(folds: _Folds, message: Message, label: str) -> str:
     content = "".join(block.text for block in message.content)
-    role = _ROLE_WORDS.get(message.role.value, message.role.value)
+    role = message.role.value
     call = f" · {message.tool_call_id}" if message.tool_call_id else ""
     return (
         f'<li class="message {text(role)}"><span class="role">{text(role)}{text(call)}'
         f"{f' · {text(label)}' if label else ''}</span>"
         f"{folds.block(content, css='message')}</li>"
+    )
+
+
+#: How much of a step's history message is shown (the whole is the reply or observation above).
+HISTORY_PREVIEW_CHARS = 300
+
+
+def _history_message_html(message: Message) -> str:
+    """A message a step added to the history: its role, size and beginning, not a second
+    copy of a long observation (the whole is shown above, as the step recorded it)."""
+    content = "".join(block.text for block in message.content)
+    role = message.role.value + (f" · {message.tool_call_id}" if message.tool_call_id else "")
+    more = len(content) - HISTORY_PREVIEW_CHARS
+    rest = f"… ({more:,} more characters, as above)" if more > 0 else ""
+    return (
+        f'<li class="message"><span class="role">{text(role)} · {len(content):,} chars</span>'
+        f'<pre class="message">{text(content[:HISTORY_PREVIEW_CHARS])}{text(rest)}</pre></li>'
     )
 
 
@@ -573,7 +587,7 @@ def run_page(page: RunPage) -> str:
                 "<details class=messages><summary>as the model saw it in the next call</summary>"
                 "<ol class=messages>"
             )
-            body += [_message_html(folds, message, "") for message in history[k]]
+            body += [_history_message_html(message) for message in history[k]]
             body.append("</ol></details>")
         if own:
             body.append(_intent_items(own, results, completed, log.finished is not None))
@@ -590,8 +604,10 @@ def run_page(page: RunPage) -> str:
     summary = [
         _fact("stop reason", heading),
         _fact("why", why),
-        _fact("steps", f"{len(steps):,}"),
     ]
+    if page.damage is None and log.started is not None:
+        summary.append(_fact("status word", run_status(log).value))
+    summary.append(_fact("steps", f"{len(steps):,}"))
     if pending is not None:
         summary.append(_fact(f"step {pending.step}", pending.state))
     usage = run_usage(log)
