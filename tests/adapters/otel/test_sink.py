@@ -4,6 +4,7 @@ the span tree, the GenAI names and attributes, PolyLoop's own, the metrics, and 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Mapping
 
 import pytest
@@ -15,7 +16,6 @@ from opentelemetry.trace import StatusCode
 from polyloop.adapters.otel import (
     OpenTelemetryEventSink,
     TelemetryExportError,
-    run_span_id,
     run_trace_id,
 )
 from polyloop.adapters.tool_calls import ReplyToolCall, ToolCallReplyParser, render_tool_calls
@@ -76,21 +76,20 @@ def _attrs(span: object) -> Mapping[str, object]:
 
 
 async def test_a_run_is_one_invocation_span_in_the_trace_derived_from_its_run_id() -> None:
-    """The invocation span is named and attributed as a GenAI agent invocation, lives in the
-    trace derived from the run id, and hangs under the run's (remote) span."""
+    """The invocation span is named and attributed as a GenAI agent invocation, and is a root
+    span (receivers list roots) in the trace derived from the run id (design 0062)."""
     telemetry = in_memory()
     await _three_steps(telemetry)
     (invocation,) = telemetry.named("invoke_agent")
     assert "invoke_agent polyloop" == invocation.name
     assert run_trace_id("r-otel") == invocation.context.trace_id
-    assert invocation.parent is not None
-    assert run_span_id("r-otel") == invocation.parent.span_id
-    assert invocation.parent.is_remote
+    assert invocation.parent is None
     assert {s.context.trace_id for s in telemetry.finished()} == {run_trace_id("r-otel")}
     attributes = _attrs(invocation)
     assert {
         "gen_ai.operation.name": "invoke_agent",
         "gen_ai.agent.name": "polyloop",
+        "gen_ai.provider.name": "scripted",
         "gen_ai.conversation.id": "r-otel",
         "polyloop.run_id": "r-otel",
         "polyloop.resumed": False,
@@ -126,6 +125,7 @@ async def test_each_step_has_a_model_call_and_its_action_under_the_invocation() 
     chat = next(s for s in telemetry.named("chat") if _attrs(s)["polyloop.step"] == 0)
     assert {
         "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": "scripted",
         "polyloop.run_id": "r-otel",
         "polyloop.step": 0,
         "polyloop.parse_ok": True,
@@ -153,16 +153,16 @@ async def test_each_step_has_a_model_call_and_its_action_under_the_invocation() 
     assert "never" == _attrs(broken)["polyloop.replay_policy"]
     assert "executed" == _attrs(broken)["polyloop.action.outcome"]
     assert _attrs(broken)["polyloop.action.observation_is_synthetic"] is True
-    # A step's spans cover the step; the steps follow each other inside the invocation.
-    assert lookup.start_time == chat.start_time
+    # Each part has its own time: in a step the action follows the model call, the steps
+    # follow each other, all inside the invocation.
     assert invocation.start_time is not None
     assert invocation.end_time is not None
-    for span in children(spans, invocation):
+    previous_end = invocation.start_time
+    for span in sorted(children(spans, invocation), key=lambda s: s.start_time or 0):
         assert span.start_time is not None
         assert span.end_time is not None
-        assert invocation.start_time <= span.start_time <= span.end_time <= invocation.end_time
-    step_starts = sorted({s.start_time for s in children(spans, invocation)}, key=lambda t: t or 0)
-    assert 3 == len(step_starts)
+        assert previous_end <= span.start_time <= span.end_time <= invocation.end_time
+        previous_end = span.end_time
 
 
 async def test_content_is_off_by_default_and_on_by_the_switch() -> None:
@@ -187,6 +187,80 @@ async def test_content_is_off_by_default_and_on_by_the_switch() -> None:
     (lookup,) = on.named("execute_tool lookup")
     assert '{"q":"otel"}' == _attrs(lookup)["gen_ai.tool.call.arguments"]
     assert "found otel" == _attrs(lookup)["gen_ai.tool.call.result"]
+
+
+async def test_with_content_on_the_messages_sent_are_exported_as_input_messages() -> None:
+    """Each model call's messages, as the conventions' ``gen_ai.input.messages``: the prompt of
+    step 1 holds the system and goal messages, the step-0 reply and its observation."""
+    on = in_memory(capture_content=True)
+    await _three_steps(on)
+    chat = next(s for s in on.named("chat") if _attrs(s)["polyloop.step"] == 1)
+    messages = json.loads(str(_attrs(chat)["gen_ai.input.messages"]))
+    assert [
+        ("system", "You are a test agent."),
+        ("user", "Look things up, then answer."),
+        ("assistant", 'CALL lookup {"q": "otel"}'),
+        ("user", "Observation: found otel"),
+    ] == [
+        (m["role"], m["parts"][0]["content"])
+        for m in messages
+        if not m["parts"][0]["content"].startswith("Tools:")
+    ]
+    assert all(part["type"] == "text" for m in messages for part in m["parts"])
+    off = in_memory()
+    await _three_steps(off)
+    assert all("gen_ai.input.messages" not in _attrs(s) for s in off.finished())
+
+
+async def test_a_tool_that_raised_is_an_error_naming_its_exception_type() -> None:
+    """The action still counts as executed (the model sees the failure), but its span is an
+    error with the exception's type, never its message."""
+    telemetry = in_memory()
+
+    def leaky(arguments: Mapping[str, object]) -> str:
+        raise KeyError("token sk-live-0042 not found")
+
+    registry = ToolRegistry([Tool(ToolSpec("leaky", "Fails.", {"type": "object"}), leaky)])
+    model = ScriptedModelClient([reply("CALL leaky {}"), reply("FINAL: no")])
+    result = await run(
+        definition(model, MemoryRunStore(), telemetry.sink), request("r-raise", registry)
+    )
+    assert StopReason.AGENT_FINISHED == result.stop_reason
+    (tool,) = telemetry.named("execute_tool leaky")
+    assert StatusCode.ERROR == tool.status.status_code
+    assert "KeyError" == _attrs(tool)["error.type"]
+    assert "executed" == _attrs(tool)["polyloop.action.outcome"]
+    assert "sk-live" not in repr(_attrs(tool)) + repr(tool.status.description)
+    (invocation,) = telemetry.named("invoke_agent")
+    assert StatusCode.UNSET == invocation.status.status_code
+
+
+async def test_the_model_call_and_the_action_each_span_their_own_time() -> None:
+    """A model call and an action that each take at least 50 ms: the chat span covers the call
+    only, the execute_tool span the action only, one after the other."""
+    telemetry = in_memory()
+
+    class Slow(ScriptedModelClient):
+        async def call(self, call: ModelCall) -> ModelReply:
+            await asyncio.sleep(0.05)
+            return await super().call(call)
+
+    async def slow(arguments: Mapping[str, object]) -> str:
+        await asyncio.sleep(0.05)
+        return "done"
+
+    registry = ToolRegistry([Tool(ToolSpec("slow", "Slow.", {"type": "object"}), slow)])
+    model = Slow([reply("CALL slow {}"), reply("FINAL: ok")])
+    await run(definition(model, MemoryRunStore(), telemetry.sink), request("r-t", registry))
+    chat = next(s for s in telemetry.named("chat") if _attrs(s)["polyloop.step"] == 0)
+    (tool,) = telemetry.named("execute_tool slow")
+    assert chat.start_time is not None
+    assert chat.end_time is not None
+    assert tool.start_time is not None
+    assert tool.end_time is not None
+    assert chat.end_time - chat.start_time >= 50_000_000
+    assert tool.end_time - tool.start_time >= 50_000_000
+    assert chat.end_time <= tool.start_time
 
 
 def test_capture_content_must_be_a_bool() -> None:
