@@ -19,13 +19,14 @@ from polyloop.adapters.otel import (
     run_trace_id,
 )
 from polyloop.adapters.tool_calls import ReplyToolCall, ToolCallReplyParser, render_tool_calls
+from polyloop.asking import RunParked
 from polyloop.errors import EnvironmentFailure
 from polyloop.ports import Event, EventKind, ModelCall
-from polyloop.session import resume, run
+from polyloop.session import approve, resume, resume_or_park, run, run_or_park
 from polyloop.stores.memory import MemoryRunStore
 from polyloop.testing import ScriptedModelClient, reply
 from polyloop.tools import Tool, ToolRegistry, ToolSpec
-from polyloop.types import ModelReply, ReplayPolicy, StopReason
+from polyloop.types import ModelReply, ReplayPolicy, RunResult, StopReason
 from tests.adapters.otel._agent import (
     Telemetry,
     children,
@@ -34,7 +35,15 @@ from tests.adapters.otel._agent import (
     measurements,
     request,
 )
-from tests.loop_kit import Crash, Effects, make_definition, make_request, scenario_tools
+from tests.asking_kit import AboveLimit, gated_request
+from tests.loop_kit import (
+    Crash,
+    Effects,
+    make_definition,
+    make_request,
+    replies,
+    scenario_tools,
+)
 
 USAGE = {
     "prompt_tokens": 120,
@@ -502,3 +511,31 @@ async def test_the_calls_a_step_did_not_execute_are_named_on_its_model_call() ->
     by_step = {_attrs(s)["polyloop.step"]: _attrs(s) for s in telemetry.named("chat")}
     assert ("write", "noop") == by_step[0]["polyloop.calls_not_executed"]
     assert "polyloop.calls_not_executed" not in by_step[1]
+
+
+async def test_an_invocation_that_parks_for_a_person_ends_without_an_error() -> None:
+    """A run parks before a gated refund: its invocation ends then, marked parked, not as an
+    error; the resume that carries out the approval is the next invocation of the trace."""
+    telemetry = in_memory()
+    store = MemoryRunStore()
+    effects = Effects()
+    script = replies('CALL refund {"amount": 80}', "FINAL: refunded")
+    request_ = gated_request("r-park", effects)
+    parked = await run_or_park(
+        make_definition(script, store, sink=telemetry.sink), request_, approval_policy=AboveLimit()
+    )
+    assert isinstance(parked, RunParked)
+    assert 0 == telemetry.sink.open_invocations
+    (first,) = telemetry.named("invoke_agent")
+    assert StatusCode.UNSET == first.status.status_code
+    assert _attrs(first)["polyloop.parked"] is True
+    await approve(store, "r-park", arguments_sha256=parked.ask.arguments_sha256, decided_by="ana")
+    done = await resume_or_park(
+        make_definition(script, store, sink=telemetry.sink), request_, approval_policy=AboveLimit()
+    )
+    assert isinstance(done, RunResult)
+    assert StopReason.AGENT_FINISHED == done.stop_reason
+    invocations = telemetry.named("invoke_agent")
+    assert 2 == len(invocations)
+    assert {StatusCode.UNSET} == {s.status.status_code for s in invocations}
+    assert {run_trace_id("r-park")} == {s.context.trace_id for s in invocations}
