@@ -8,14 +8,18 @@ import json
 from collections.abc import Mapping
 
 import pytest
+from opentelemetry import trace
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
 from polyloop.adapters.otel import (
     OpenTelemetryEventSink,
     TelemetryExportError,
+    run_span_id,
     run_trace_id,
 )
 from polyloop.adapters.tool_calls import ReplyToolCall, ToolCallReplyParser, render_tool_calls
@@ -539,3 +543,45 @@ async def test_an_invocation_that_parks_for_a_person_ends_without_an_error() -> 
     assert 2 == len(invocations)
     assert {StatusCode.UNSET} == {s.status.status_code for s in invocations}
     assert {run_trace_id("r-park")} == {s.context.trace_id for s in invocations}
+
+
+class _Forwarding(trace.TracerProvider):
+    """A tracer provider that is not the SDK's (as a vendor's may be): its tracers hand every
+    call to an SDK tracer, so the sink cannot reach their id generator."""
+
+    def __init__(self, inner: TracerProvider) -> None:
+        self._inner = inner
+
+    def get_tracer(self, *args: object, **kwargs: object) -> trace.Tracer:
+        inner = self._inner.get_tracer(*args, **kwargs)  # type: ignore[arg-type]
+
+        class Forwarding(trace.Tracer):
+            def start_span(self, *a: object, **k: object) -> trace.Span:
+                return inner.start_span(*a, **k)  # type: ignore[arg-type]
+
+            def start_as_current_span(self, *a: object, **k: object) -> object:  # type: ignore[override]
+                return inner.start_as_current_span(*a, **k)  # type: ignore[arg-type]
+
+        return Forwarding()
+
+
+async def test_with_a_tracer_that_is_not_the_sdks_the_invocation_hangs_under_the_run() -> None:
+    """The sink cannot choose a root's trace id there: the invocation is the child of the
+    run's remote span (design 0049), still in the run's trace; provider_name names the
+    provider."""
+    spans = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    sink = OpenTelemetryEventSink(tracer_provider=_Forwarding(provider), provider_name="anthropic")
+    model = ScriptedModelClient(SCRIPT)
+    await run(definition(model, MemoryRunStore(), sink), request("r-fwd"))
+    (invocation,) = [s for s in spans.get_finished_spans() if s.name.startswith("invoke_agent")]
+    assert invocation.parent is not None
+    assert invocation.parent.is_remote
+    assert run_span_id("r-fwd") == invocation.parent.span_id
+    assert {run_trace_id("r-fwd")} == {s.context.trace_id for s in spans.get_finished_spans()}
+    assert {"anthropic"} == {
+        (s.attributes or {})["gen_ai.provider.name"]
+        for s in spans.get_finished_spans()
+        if not s.name.startswith("execute_tool")
+    }

@@ -200,7 +200,7 @@ def batch(
         )
 
 
-class _Metrics:
+class _Telemetry:
     """The batch's OpenTelemetry telemetry: a metrics observer, the episodes' traces (each
     agent's events also go to one sink, beside its own, design 0062), and the exporters to
     close at the end."""
@@ -232,7 +232,7 @@ class _Metrics:
         self._telemetry.shutdown()
 
 
-def _batch_metrics(url: str, episodes_file: Path) -> _Metrics:
+def _batch_metrics(url: str, episodes_file: Path) -> _Telemetry:
     try:
         import polyloop.adapters.otel  # noqa: F401
     except ImportError as error:
@@ -242,7 +242,7 @@ def _batch_metrics(url: str, episodes_file: Path) -> _Metrics:
             detail=str(error),
         ) from None
     try:
-        return _Metrics(url, episodes_file.stem)
+        return _Telemetry(url, episodes_file.stem)
     except ConfigurationError as error:
         raise CliError(ExitCode.USAGE, f"--otlp: {error}") from None
 
@@ -289,7 +289,7 @@ async def _drive(
     workers: int | None,
     shared_disk: bool,
     output: Output,
-    metrics: _Metrics | None = None,
+    metrics: _Telemetry | None = None,
 ) -> BatchSummary:
     control = BatchControl()
     loop = asyncio.get_running_loop()

@@ -262,7 +262,11 @@ class OtlpTelemetry:
             )
 
     def event_sink(
-        self, *, capture_content: bool = False, agent_name: str = "polyloop"
+        self,
+        *,
+        capture_content: bool = False,
+        agent_name: str = "polyloop",
+        provider_name: str | None = None,
     ) -> OpenTelemetryEventSink:
         """A sink on these providers; its ``emit`` reports failed exports as delivery failures."""
         sink = OpenTelemetryEventSink(
@@ -271,6 +275,7 @@ class OtlpTelemetry:
             capture_content=capture_content,
             agent_name=agent_name,
             export_failures=lambda: self._spans.failures,
+            provider_name=provider_name,
         )
         self._sinks.add(sink)
         return sink
