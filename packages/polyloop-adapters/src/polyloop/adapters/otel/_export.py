@@ -97,7 +97,7 @@ class _BoundedSpans(SpanProcessor):
         inner: BatchSpanProcessor,
         exporter: CountingSpanExporter,
         max_queue_size: int,
-        on_drop: Callable[[], None],
+        on_drop: Callable[[int], None],
     ) -> None:
         self._inner = inner
         self._exporter = exporter
@@ -117,10 +117,11 @@ class _BoundedSpans(SpanProcessor):
             full = self._forwarded - self._exporter.spans_taken >= self._limit
             if full:
                 self.dropped += 1
+                dropped = self.dropped
             else:
                 self._forwarded += 1
         if full:
-            self._on_drop()
+            self._on_drop(dropped)
             return
         self._inner.on_end(span)
 
@@ -249,10 +250,11 @@ class OtlpTelemetry:
         """Spans dropped so far because the export queue was full."""
         return self._processor.dropped
 
-    def _dropped(self) -> None:
-        # On the thread that ended the span; counted for the metric reader, logged once.
-        self._drops[()] = self._drops.get((), 0) + 1
-        if self._processor.dropped == 1:
+    def _dropped(self, dropped: int) -> None:
+        # On the thread that ended the span: the count so far, for the metric reader; the
+        # first drop logged.
+        self._drops[()] = max(dropped, self._drops.get((), 0))
+        if dropped == 1:
             logger.warning(
                 "polyloop: the OpenTelemetry span queue is full (max_queue_size=%d): spans are "
                 "being dropped and counted in OtlpTelemetry.dropped_spans and the %s metric; the "
