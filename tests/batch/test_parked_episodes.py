@@ -130,10 +130,16 @@ async def test_a_rerun_after_the_decisions_continues_the_parked_episodes(
         ask = pending_ask(await store.read_log(run_id))
         assert ask is not None
         if decide == "approve":
-            await session.approve(store, run_id, arguments_sha256=ask.arguments_sha256)
+            await session.approve(
+                store, run_id, step=ask.step, arguments_sha256=ask.arguments_sha256
+            )
         else:
             await session.reject(
-                store, run_id, reason="not this month", arguments_sha256=ask.arguments_sha256
+                store,
+                run_id,
+                reason="not this month",
+                step=ask.step,
+                arguments_sha256=ask.arguments_sha256,
             )
     summary, reports = await _pass(store, episodes, tmp_path / "second.jsonl")
     assert (EpisodeStatus.RESUMED, EpisodeStatus.RESUMED, "agent_finished") == (
