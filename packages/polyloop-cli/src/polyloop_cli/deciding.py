@@ -182,9 +182,9 @@ async def decide(
         if ask is not None and ask.step != step:
             raise CliError(
                 ExitCode.STALE_ASK,
-                f"run {shown_id(run_id)} waits on the ask of step {ask.step} "
-                f"({ask_headline(ask)}), not on the one of step {step} you named; nothing was "
-                f"written. Read it with `{suggest('pending', *choice.option)}`.",
+                f"run {shown_id(run_id)} waits on the {ask_headline(ask)}, not on the ask of "
+                f"step {step} you named; nothing was written. Read it with "
+                f"`{suggest('pending', *choice.option)}`.",
             )
         digest = _bound_digest(run_id, ask, prefix)
         with refusals(
