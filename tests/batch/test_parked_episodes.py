@@ -186,7 +186,11 @@ def test_the_command_exits_24_naming_the_parked_and_a_rerun_continues(tmp_path: 
         document["parked"],
         document["by_status"]["ran"],
     )
-    approved = polyloop("approve", "gated-0000", "--store", f"sqlite://{store}", env=env)
+    # The results line names the ask waited on: its step is what the decision names.
+    step = str(results(tmp_path / "eps-results.jsonl")["gated-0000"]["pending_ask"]["step"])
+    approved = polyloop(
+        "approve", "gated-0000", "--step", step, "--store", f"sqlite://{store}", env=env
+    )
     assert 0 == approved.code, approved.stderr
     again = polyloop(*batch_args(episodes, store), env=env, cwd=tmp_path)
     assert 0 == again.code, again.stderr
@@ -221,7 +225,10 @@ def test_on_ray_a_parked_episode_is_parked_and_a_rerun_continues_it(
         lines["gated-0000"]["status"],
         {lines[f"plain-{i:04d}"]["status"] for i in range(3)},
     )
-    approved = polyloop("approve", "gated-0000", "--store", f"sqlite://{store}", env=env)
+    step = str(lines["gated-0000"]["pending_ask"]["step"])
+    approved = polyloop(
+        "approve", "gated-0000", "--step", step, "--store", f"sqlite://{store}", env=env
+    )
     assert 0 == approved.code, approved.stderr
     again = polyloop(*args, env=env, cwd=tmp_path, timeout=300)
     assert 0 == again.code, again.stderr
