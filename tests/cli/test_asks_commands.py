@@ -314,3 +314,19 @@ async def test_an_answer_names_its_question_and_is_refused_for_another_ask(
     assert ("step 1", "step 0") == tuple(w for w in ("step 1", "step 0") if w in again.stderr)
     assert before == await sqlite_store.read_log("r-9")
     assert [] == _pays(tmp_path)
+
+
+async def test_the_page_of_a_parked_run_names_the_ask_by_its_step(
+    sqlite_store: SqliteRunStore, sqlite_path: Path, env: dict[str, str], tmp_path: Path
+) -> None:
+    """`polyloop view` of a parked run says which ask it waits on and the --step that names
+    it; once decided, the page no longer says it waits."""
+    await _park(sqlite_store, "r-10", gated=True)
+    page = tmp_path / "r-10.html"
+    assert 0 == _cli(sqlite_path, env, "view", "r-10", "-o", str(page)).code
+    shown = page.read_text(encoding="utf-8")
+    assert "waits on the approval ask of step 1 (pay)" in shown
+    assert "<code>--step 1</code>" in shown
+    assert 0 == _cli(sqlite_path, env, "approve", "r-10", "--step", "1").code
+    assert 0 == _cli(sqlite_path, env, "view", "r-10", "-o", str(page)).code
+    assert "waits on the" not in page.read_text(encoding="utf-8")
