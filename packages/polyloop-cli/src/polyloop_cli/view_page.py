@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from polyloop.ports import RunLog
-from polyloop.recovery import is_parse_failure
+from polyloop.recovery import is_parse_failure, pending_ask
 from polyloop.types import (
     ActionStatus,
     Intent,
@@ -414,10 +414,19 @@ def _pending_html(
         "</li>"
         for intent in announced
     )
+    ask = pending_ask(log)
+    # The step names the ask a decision answers (design 0059): `approve … --step N`.
+    waits = (
+        ""
+        if ask is None
+        else f"<p class=ask>waits on the {text(ask.kind.value)} ask of step {ask.step}"
+        f"{'' if ask.tool_name is None else f' ({text(ask.tool_name)})'}: decide it naming "
+        f"<code>--step {ask.step}</code></p>"
+    )
     return (
         f'<section class="step pending" id="step-{len(log.steps)}" tabindex="-1">'
         f"<h2>Step {len(log.steps)} <span class=decision>announced, never completed</span></h2>"
-        f'<ul class="intents">{rows}</ul></section>'
+        f'{waits}<ul class="intents">{rows}</ul></section>'
     )
 
 
