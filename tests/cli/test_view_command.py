@@ -309,6 +309,7 @@ def test_a_parked_run_shows_what_waits_for_a_person_and_since_when(
         assert argument in card
         assert "the ask of this step" in card
         assert ask.arguments_sha256 in card
+        assert f"decide it naming --step {step}" in card  # design 0059
         assert f"<b>{tool}</b>" in _nav(page)
         assert "announced, never completed" not in page
         assert "<dt>status word</dt><dd>waiting_approval</dd>" in page

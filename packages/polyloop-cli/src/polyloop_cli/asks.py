@@ -122,10 +122,12 @@ def argument_lines(ask: UserAsked, *, width: int = ARGUMENT_WIDTH, margin: str =
 
 
 def decide_commands(ask: UserAsked, option: tuple[str, ...]) -> list[str]:
-    """The commands that decide ``ask``, bound to the digest of what is shown."""
-    digest = ("--sha256", ask.arguments_sha256[:DIGEST_SHOWN])
+    """The commands that decide ``ask``, naming it by its step and bound to the digest of what
+    is shown."""
+    step = ("--step", str(ask.step))
+    digest = (*step, "--sha256", ask.arguments_sha256[:DIGEST_SHOWN])
     if ask.question is not None:
-        return [suggest("answer", ask.run_id, "…", *option)]
+        return [suggest("answer", ask.run_id, "…", *step, *option)]
     return [
         suggest("approve", ask.run_id, *digest, *option),
         suggest("reject", ask.run_id, *digest, "--reason", "…", *option),

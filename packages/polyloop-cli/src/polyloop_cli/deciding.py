@@ -1,5 +1,6 @@
 """What ``approve``, ``reject``, ``edit`` and ``answer`` share: find the ask, bind the decision
-to the digest the person saw, record it through ``polyloop.session`` and say what happened.
+to the ask it names (``--step``, design 0059) and to the digest the person saw, record it
+through ``polyloop.session`` and say what happened.
 
 The decision itself (the lease, at most once, the digests) is the library's; this module maps
 its refusals onto exit codes (design 0053): nothing waits → 10, another ask than the one shown
@@ -37,6 +38,7 @@ from polyloop_cli.stores import open_store, read_log
 
 __all__ = [
     "SHA256_HELP",
+    "STEP_HELP",
     "Decide",
     "Deciding",
     "by_option",
@@ -55,6 +57,12 @@ SHA256_HELP = (
     "The first hex digits (at least 8) of the arguments' SHA-256 that `polyloop pending` "
     "showed: the decision is refused (exit 11) when the pending ask has other arguments. "
     "Without it the pending ask is decided as it is now, and printed."
+)
+
+
+STEP_HELP = (
+    "The step of the ask you decide, as `polyloop pending` shows it (required): the decision "
+    "is refused (exit 11) when the run waits on another ask, however alike."
 )
 
 
@@ -84,17 +92,27 @@ class Deciding:
     episode_json: str | None
     choice: StoreChoice
     as_json: bool
+    #: ``--step``: the step of the ask decided (design 0059).
+    step: int
 
     def then_resume(self, run_id: str, prefix: str | None, record: Decide) -> None:
         """:func:`decide_then_resume` with these options."""
         decide_then_resume(
-            self.choice, run_id, prefix, record, self.as_json, self.agent, self.episode_json
+            self.choice,
+            run_id,
+            prefix,
+            record,
+            self.as_json,
+            self.agent,
+            self.episode_json,
+            step=self.step,
         )
 
 
 def deciding_options(*, agent_required: bool = False) -> Callable[[Callable[..., None]], Any]:
-    """``--by``, ``--agent``/``--episode`` (required with ``agent_required``), ``--store`` and
-    ``--json``, handed to the command as one keyword argument ``deciding`` (a :class:`Deciding`)."""
+    """``--step`` (required), ``--by``, ``--agent``/``--episode`` (required with
+    ``agent_required``), ``--store`` and ``--json``, handed to the command as one keyword
+    argument ``deciding`` (a :class:`Deciding`)."""
 
     def decorate(command: Callable[..., None]) -> Any:
         @functools.wraps(command)
@@ -105,15 +123,19 @@ def deciding_options(*, agent_required: bool = False) -> Callable[[Callable[...,
             episode_json: str | None,
             store: str | None,
             as_json: bool,
+            step: int,
             **options: Any,
         ) -> None:
             choice = command_kit.store_choice(store)
-            deciding = Deciding(decided_by, agent, episode_json, choice, as_json)
+            deciding = Deciding(decided_by, agent, episode_json, choice, as_json, step)
             command(*arguments, deciding=deciding, **options)
 
         agent_choice = agent_options if agent_required else resume_options
         options = command_kit.store_option(command_kit.json_option(gathered))
-        return by_option(agent_choice(options))
+        stepped = click.option(
+            "--step", type=click.IntRange(min=0), required=True, metavar="N", help=STEP_HELP
+        )(options)
+        return by_option(agent_choice(stepped))
 
     return decorate
 
@@ -147,15 +169,23 @@ def _bound_digest(run_id: str, ask: UserAsked | None, prefix: str | None) -> str
 
 
 async def decide(
-    choice: StoreChoice, run_id: str, prefix: str | None, record: Decide
+    choice: StoreChoice, run_id: str, prefix: str | None, record: Decide, *, step: int
 ) -> tuple[UserAsked, UserAnswered]:
-    """Find run ``run_id``'s pending ask, bind to ``prefix`` and record the decision."""
+    """Find run ``run_id``'s pending ask, check it is the one of ``step``, bind to ``prefix``
+    and record the decision."""
     advice = f"`{suggest('show', run_id, *choice.option)}` shows what can be read."
     async with open_store(choice.url, missing_advice=choice.missing_advice) as store:
         log = await read_log(store, choice.url, run_id, advice=advice, name_store=False)
         if log == RunLog():
             raise run_not_found(choice, run_id)
         ask = pending_ask(log)
+        if ask is not None and ask.step != step:
+            raise CliError(
+                ExitCode.STALE_ASK,
+                f"run {shown_id(run_id)} waits on the {ask_headline(ask)}, not on the ask of "
+                f"step {step} you named; nothing was written. Read it with "
+                f"`{suggest('pending', *choice.option)}`.",
+            )
         digest = _bound_digest(run_id, ask, prefix)
         with refusals(
             Refusal(
@@ -221,10 +251,12 @@ def decide_then_resume(
     as_json: bool,
     agent: str | None,
     episode_json: str | None,
+    *,
+    step: int,
 ) -> None:
-    """Record the decision and say so; with ``--agent`` (``agent``) resume the run at once,
-    exiting as ``polyloop resume`` does."""
-    ask, answered = run_coroutine(decide(choice, run_id, prefix, record))
+    """Record the decision on the ask of ``step`` and say so; with ``--agent`` (``agent``)
+    resume the run at once, exiting as ``polyloop resume`` does."""
+    ask, answered = run_coroutine(decide(choice, run_id, prefix, record, step=step))
     report_decision(Output(as_json=as_json), choice, ask, answered, resumed=agent is not None)
     if agent is not None:
         resume_and_report(Output(as_json=as_json), choice, run_id, agent, episode_json)

@@ -85,6 +85,8 @@ async def play_approval(
     approve = suggest(
         "approve",
         run_id,
+        "--step",
+        ask.step,
         "--sha256",
         ask.arguments_sha256[:DIGEST_SHOWN],
         "--agent",

@@ -1,7 +1,8 @@
 """``polyloop pending``: every run of a store that waits for a person, and what it waits on.
 
 Reads only (no lease is taken): an ask listed here can be decided by the time it is read; the
-deciding commands check the digest they are given against the ask they find (design 0053).
+deciding commands check the step and digest they are given against the ask they find (designs
+0053, 0059).
 """
 
 from __future__ import annotations
@@ -62,7 +63,8 @@ def pending(store: str | None, as_json: bool) -> None:
 
     Arguments are shown as JSON folded to 80 columns, with the first 12 hex digits of their
     SHA-256: `approve`, `reject` and `edit` take them as --sha256, so a decision is refused
-    (exit 11) when the ask is no longer the one shown.
+    (exit 11) when the ask is no longer the one shown. Each ask is named by its step, which
+    every deciding command requires as --step: a decision never answers another ask.
     """
     output = Output(as_json=as_json)
     choice = store_choice(store)

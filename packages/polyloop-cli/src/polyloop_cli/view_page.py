@@ -330,7 +330,8 @@ def _ask_html(ask: UserAsked, answer: UserAnswered | None) -> str:
     if ask.question is not None:
         facts.append(_fact("question", ask.question))
     if answer is None:
-        facts.append(_fact("decision", "none yet"))
+        # The step names the ask a decision answers (design 0059): `approve … --step N`.
+        facts.append(_fact("decision", f"none yet; decide it naming --step {ask.step}"))
     else:
         who = f" by {answer.decided_by}" if answer.decided_by else ""
         facts.append(_fact("decision", f"{answer.verdict.value}{who} at {answer.decided_at}"))
