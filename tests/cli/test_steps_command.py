@@ -24,7 +24,7 @@ from polyloop import testing
 from polyloop.ports import RunLog
 from polyloop.serialization import to_dict
 from polyloop.stores.sqlite import SqliteRunStore
-from polyloop.stores.step_table import column_type, step_columns, step_rows_of
+from polyloop.stores.step_table import column_type, is_key_column, step_columns, step_rows_of
 from polyloop.types import RunStarted, StepCompleted, StepRecord
 from polyloop_cli.steps import write_rows
 from tests import strategies
@@ -35,9 +35,9 @@ from tests.cli.test_damaged_stores import (
     damaged_sqlite,  # noqa: F401  (a fixture)
     short,
 )
-from tests.table_kit import BINDING_COLUMNS, expected_rows, fill
+from tests.table_kit import KEY_COLUMNS, expected_rows, fill
 
-COLUMNS = step_columns(BINDING_COLUMNS)
+COLUMNS = step_columns(KEY_COLUMNS)
 
 
 @pytest.fixture
@@ -69,15 +69,22 @@ def _csv_form(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def _pandas(path: Path, fmt: str) -> list[dict[str, Any]]:
+    # The usage.<key> columns are whole numbers with gaps: pandas' nullable dtypes keep them
+    # whole (its default NumPy dtypes would make them floats).
     if fmt == "parquet":
-        frame = pandas.read_parquet(path)
+        frame = pandas.read_parquet(path, dtype_backend="numpy_nullable")
     elif fmt == "jsonl":
         frame = pandas.read_json(path, lines=True, dtype=False)
+        usage = [column for column in COLUMNS if column.startswith("usage.")]
+        frame[usage] = frame[usage].astype("Int64")
     else:
         kinds = {column: column_type(column).kind for column in COLUMNS}
         frame = pandas.read_csv(
             path,
-            dtype={column: "string" for column, kind in kinds.items() if kind == "str"},
+            dtype={
+                column: {"str": "string", "int": "Int64", "bool": "boolean"}[kind]
+                for column, kind in kinds.items()
+            },
             keep_default_na=False,
             na_values={column: [""] for column in COLUMNS},
         )
@@ -238,7 +245,7 @@ def test_any_rows_written_read_back_the_same(
         steps=tuple(StepCompleted("r", None, None, step) for step in steps),
     )
     rows = list(step_rows_of("r", log))
-    columns = step_columns(key for row in rows for key in row if key.startswith("model_binding."))
+    columns = step_columns(key for row in rows for key in row if is_key_column(key))
     with tempfile.TemporaryFile() as target:
         write_rows(fmt, target, columns, iter(rows))
         target.seek(0)

@@ -1,7 +1,7 @@
 """``polyloop steps``: every StepRecord of the selected runs as one table file (design 0047).
 
-The rows are :class:`polyloop.stores.step_table.StepTable`'s. The model-binding columns are
-the union of the runs' keys, known only after the last run is read, so the rows are first
+The rows are :class:`polyloop.stores.step_table.StepTable`'s. The model-binding and
+``usage.<key>`` columns are the union of the runs' keys, known only after the last run is read, so the rows are first
 spooled to a temporary file beside the output (one JSON line each) and then written in the
 chosen format batch by batch: memory stays that of one run plus one batch, however many runs.
 
@@ -26,7 +26,13 @@ import click
 import orjson
 
 from polyloop.errors import ConfigurationError
-from polyloop.stores.step_table import StepTable, Unreadable, column_type, step_columns
+from polyloop.stores.step_table import (
+    StepTable,
+    Unreadable,
+    column_type,
+    is_key_column,
+    step_columns,
+)
 from polyloop_cli.command_kit import (
     STORE_AS_FOR_RUNS,
     json_option_saying,
@@ -150,15 +156,15 @@ def _too_large(row: dict[str, Any]) -> CliError | None:
 
 async def _spool(table: StepTable, spool: IO[bytes]) -> tuple[int, set[str]]:
     count = 0
-    bindings: set[str] = set()
+    keys: set[str] = set()
     async for row in table:
-        bindings.update(key for key in row if key.startswith("model_binding."))
+        keys.update(key for key in row if is_key_column(key))
         problem = _too_large(row)
         if problem is not None:
             raise problem
         spool.write(orjson.dumps(row) + b"\n")
         count += 1
-    return count, bindings
+    return count, keys
 
 
 def _spool_file(directory: Path) -> IO[bytes]:
@@ -195,11 +201,11 @@ async def write_table(
         async with open_store(url, missing_advice=missing_advice) as store:
             table = StepTable(store, run_ids)
             try:
-                count, bindings = await _spool(table, spool)
+                count, keys = await _spool(table, spool)
             except ConfigurationError as error:
                 raise CliError(ExitCode.STORE_UNREADABLE, " ".join(str(error).split())) from None
         try:
-            await asyncio.to_thread(_finish, fmt, step_columns(bindings), spool, output)
+            await asyncio.to_thread(_finish, fmt, step_columns(keys), spool, output)
         except OSError as error:
             raise CliError(
                 ExitCode.STORE_UNREADABLE,
@@ -236,7 +242,8 @@ def steps(
     run_ids: tuple[str, ...], fmt: str, output_path: Path, store: str | None, as_json: bool
 ) -> None:
     """Write every StepRecord of the selected runs as one table: run_id, every StepRecord
-    field, stop_reason and the model-binding keys as columns.
+    field, stop_reason, the model-binding keys, finish_reason, replayed_on_resume, run_status
+    and one usage.<key> column per token count the replies reported.
 
     Read it with pandas.read_parquet, polars.read_parquet or DuckDB; from Python without the
     CLI, polyloop.stores.step_table.StepTable gives the same rows.

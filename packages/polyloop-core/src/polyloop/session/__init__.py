@@ -1,7 +1,8 @@
 """Assembly and the governed loop: ``AgentDefinition``, ``RunRequest``, ``run`` and ``resume``;
 for runs that may wait for a person, ``run_or_park``/``resume_or_park`` and the decisions
 (``approve``, ``edit``, ``reject``, ``answer``; design 0037); ``follow_up``, the next turn of a
-conversation as a new run (design 0052).
+conversation as a new run (design 0052); ``rebuilt_prompt``, the messages a recorded run sent
+to its model, from its request and its log (design 0061).
 
 It also re-exports, for imports written before they moved, eight names of
 :mod:`polyloop.recovery`, where they live and where new code imports them from: ``validate_log``
@@ -39,6 +40,7 @@ from polyloop.session._definition import (
 from polyloop.session._follow_up import follow_up
 from polyloop.session._gates import DEFAULT_REJECTED_TEMPLATE, REASON_TOKEN, ApprovalPolicy
 from polyloop.session._loop import DEFAULT_EVENT_TIMEOUT_SECONDS, run, run_or_park, run_snapshot
+from polyloop.session._messages import RebuiltPrompt, rebuilt_prompt
 from polyloop.session._resume import resume, resume_or_park
 
 __all__ = [
@@ -50,6 +52,7 @@ __all__ = [
     "AgentDefinition",
     "ApprovalPolicy",
     "AskHandler",
+    "RebuiltPrompt",
     "ResumeMove",
     "ResumePlan",
     "RunRequest",
@@ -64,6 +67,7 @@ __all__ = [
     "model_result_id",
     "plan_resume",
     "read_pending_ask",
+    "rebuilt_prompt",
     "reject",
     "resume",
     "resume_or_park",
