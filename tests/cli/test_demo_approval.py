@@ -121,3 +121,47 @@ def test_approve_without_agent_prints_the_resume_command_that_continues_a_demo_r
     resumed = pasted(resume, env=users_shell(home), cwd=tmp_path)
     assert 0 == resumed.code, resumed.stderr
     assert "task_completed" in resumed.stdout
+
+
+async def test_the_approval_demos_runs_are_told_by_their_snapshot(tmp_path: Path) -> None:
+    """`agent_words` gives the demo's agent and an episode that rebuilds the same snapshot
+    (scripted or through a gateway) for the approval demo's snapshot, and nothing for the
+    crash demo's or another agent's."""
+    import json
+
+    from polyloop.batch import Episode
+    from polyloop.session import run_snapshot
+    from polyloop.stores.sqlite import SqliteRunStore
+    from polyloop_cli.demo_approval import AGENT, agent, agent_words
+    from polyloop_cli.demo_task import ModelConfig, build_agent, model_client
+    from polyloop_cli.stores import StoreUrl
+
+    path = tmp_path / "runs.sqlite"
+    url = StoreUrl.of_file("sqlite", path)
+    async with SqliteRunStore(path) as store:
+        for config in (ModelConfig(), ModelConfig("http://127.0.0.1:9/v1", "some-model")):
+            client = model_client(config)
+            try:
+                built = build_agent(
+                    run_id="r",
+                    store=store,
+                    ledger=tmp_path / "elsewhere.jsonl",
+                    model=client,
+                    approval=True,
+                )
+                crash = build_agent(run_id="r", store=store, ledger=tmp_path / "l", model=client)
+            finally:
+                aclose = getattr(client, "aclose", None)
+                if callable(aclose):
+                    await aclose()
+            snapshot = run_snapshot(*built)
+            words = agent_words(snapshot, url)
+            assert words is not None
+            assert ("--agent", AGENT, "--episode") == words[:3]
+            data = json.loads(words[3])
+            assert str(tmp_path / "runs-ledger.jsonl") == data["ledger"]
+            async with agent(Episode("r", data), store) as rebuilt:
+                again = run_snapshot(rebuilt.definition, rebuilt.request)
+            assert snapshot == again
+            assert agent_words(run_snapshot(*crash), url) is None
+    assert agent_words({"model_client.kind": "scripted"}, url) is None
