@@ -88,7 +88,7 @@ def test_bash_reads_the_laid_out_command_as_the_same_words(tmp_path: Path, width
 async def test_pending_and_show_fit_80_columns_piped_and_a_printed_command_runs(
     tmp_path: Path,
 ) -> None:
-    """`COLUMNS=80 polyloop pending --store URL` (a long URL) and `show`: every line fits 80
+    """`COLUMNS=80 polyloop pending --store URL` (a long URL), `show` and `plan`: every line fits 80
     columns; the approve command, pasted with its continuations, records the approval."""
     from tests.batch._kit import ROOT, batch_env
 
@@ -106,9 +106,10 @@ async def test_pending_and_show_fit_80_columns_piped_and_a_printed_command_runs(
     commands = printed_commands(lines[start + 1 :])
     assert ["approve", "reject", "edit"] == [shlex.split(one_line(c))[1] for c in commands]
     assert url == shlex.split(one_line(commands[0]))[-1]
-    shown = polyloop("show", "r-wide-" + "x" * 30, "--store", url, env=env, cwd=ROOT)
-    assert 0 == shown.code, shown.stderr
-    assert [] == [line for line in shown.stdout.splitlines() if cell_len(line) > 80]
+    for inspecting in ("show", "plan"):
+        shown = polyloop(inspecting, "r-wide-" + "x" * 30, "--store", url, env=env, cwd=ROOT)
+        assert 0 == shown.code, shown.stderr
+        assert [] == [line for line in shown.stdout.splitlines() if cell_len(line) > 80]
     approved = pasted(commands[0], env=env, cwd=ROOT)
     assert 0 == approved.code, approved.stderr
     assert "approved." in approved.stdout
