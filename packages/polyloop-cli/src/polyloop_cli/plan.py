@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from polyloop.recovery import pending_ask, run_status
-from polyloop_cli.asks import ask_block, ask_headline, ask_json
+from polyloop_cli.asks import ask_block, ask_headline, ask_json, known_agent
 from polyloop_cli.command_kit import (
     existing_log_and_holder,
     json_option,
@@ -86,6 +86,6 @@ def plan(run_id: str, store: str | None, as_json: bool) -> None:
     output.fields(pairs, title=f"Resume plan for {run_id}")
     if ask is not None:
         output.line()
-        ask_block(output, ask, choice.option)
+        ask_block(output, ask, choice.option, known_agent(log, choice.url))
     for assumption in report.assumptions:
         output.note(f"assumed: {assumption}", style="yellow")
