@@ -221,7 +221,9 @@ async def test_edit_prints_the_edited_arguments_and_a_resume_command_with_its_ag
     episode = await _park(sqlite_store, "r-9", gated=True, ledger=str(tmp_path / "ledger"))
     data = json.dumps({k: v for k, v in episode.items() if k != "run_id"})
     agent = ("--agent", FACTORY, "--episode", data)
-    edited = _cli(sqlite_path, env, "edit", "r-9", "--arguments", '{"n": 99}', *agent)
+    edited = _cli(
+        sqlite_path, env, "edit", "r-9", "--step", "1", "--arguments", '{"n": 99}', *agent
+    )
     assert 0 == edited.code, edited.stderr
     assert "approved with edited arguments" in edited.stdout
     assert '"n": 99' in edited.stdout
@@ -359,8 +361,10 @@ async def test_the_page_of_a_parked_run_names_the_ask_by_its_step(
     page = tmp_path / "r-10.html"
     assert 0 == _cli(sqlite_path, env, "view", "r-10", "-o", str(page)).code
     shown = page.read_text(encoding="utf-8")
-    assert "waits on the approval ask of step 1 (pay)" in shown
-    assert "<code>--step 1</code>" in shown
+    assert "waiting for approval since" in shown
+    assert "none yet; decide it naming --step 1" in shown
     assert 0 == _cli(sqlite_path, env, "approve", "r-10", "--step", "1").code
     assert 0 == _cli(sqlite_path, env, "view", "r-10", "-o", str(page)).code
-    assert "waits on the" not in page.read_text(encoding="utf-8")
+    decided = page.read_text(encoding="utf-8")
+    assert "decide it naming" not in decided
+    assert "waiting for approval since" not in decided

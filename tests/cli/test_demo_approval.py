@@ -72,9 +72,11 @@ def test_the_demo_agent_without_its_episode_is_refused_before_anything_is_writte
     line saying to pass --episode, and the run still waits (nothing recorded); `resume`
     without it exits 22 too instead of an internal error."""
     env = clean_env(tmp_path / "home")
-    run_id = _parked_demo(tmp_path, env)["run_id"]
+    document = _parked_demo(tmp_path, env)
+    run_id = document["run_id"]
+    step = str(document["pending_ask"]["step"])
     agent = ("--agent", "polyloop_cli.demo_approval:agent")
-    refused = polyloop("approve", run_id, *agent, env=env, cwd=tmp_path)
+    refused = polyloop("approve", run_id, "--step", step, *agent, env=env, cwd=tmp_path)
     assert_one_line_error(refused, 22)
     assert "--episode" in refused.stderr
     assert "ledger" in refused.stderr
@@ -112,7 +114,8 @@ def test_approve_without_agent_prints_the_resume_command_that_continues_a_demo_r
     home = tmp_path / "home"
     env = clean_env(home)
     document = _parked_demo(tmp_path, env)
-    approved = polyloop("approve", document["run_id"], env=env, cwd=tmp_path)
+    step = str(document["pending_ask"]["step"])
+    approved = polyloop("approve", document["run_id"], "--step", step, env=env, cwd=tmp_path)
     assert 0 == approved.code, approved.stderr
     assert "MODULE:FACTORY" not in approved.stdout
     lines = approved.stdout.splitlines()
