@@ -7,6 +7,8 @@ texts are surrogate-free so that they survive UTF-8, and now and then very long.
 
 from __future__ import annotations
 
+import datetime
+
 from hypothesis import strategies as st
 
 from polyloop.types import (
@@ -163,16 +165,22 @@ run_results = st.builds(
     event_delivery_failures=counts,
 )
 
+#: ``RunStarted.started_at`` (design 0061): absent in older logs, else a UTC second.
+start_times = st.none() | st.datetimes(timezones=st.just(datetime.UTC)).map(
+    lambda moment: moment.isoformat(timespec="seconds")
+)
+
 run_started_records = st.builds(
-    RunStarted, run_id=run_ids, parameter_snapshot=parameter_snapshots
+    RunStarted, run_id=run_ids, parameter_snapshot=parameter_snapshots, started_at=start_times
 ) | st.builds(
     # A follow-up run (design 0052): it names another run and holds the user's new input.
-    lambda ids, snapshot, queued: RunStarted(
-        ids[0], snapshot, follows_run_id=ids[1], queued_input=queued
+    lambda ids, snapshot, queued, started_at: RunStarted(
+        ids[0], snapshot, follows_run_id=ids[1], queued_input=queued, started_at=started_at
     ),
     st.tuples(run_ids, result_ids).filter(lambda ids: ids[0] != ids[1]),
     parameter_snapshots,
     texts,
+    start_times,
 )
 
 intents = st.builds(

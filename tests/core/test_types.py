@@ -122,6 +122,8 @@ EXPECTED_FIELDS: dict[type[Any], list[tuple[str, object, object]]] = {
         # added after schema 1.0, defaulted and optional on read (design 0052)
         ("follows_run_id", str | None, None),
         ("queued_input", str | None, None),
+        # added after them, defaulted and optional on read (design 0061)
+        ("started_at", str | None, None),
     ],
     Intent: [
         ("run_id", str, _NO_DEFAULT),

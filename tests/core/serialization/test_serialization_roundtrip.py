@@ -110,7 +110,14 @@ def _render(root: str, path: Path) -> str:
 DATA_MAPS = frozenset({"parameter_snapshot", "usage"})
 #: Fields added after schema 1.0 (``optional_on_read``): absent reads as the default.
 OPTIONAL_ON_READ = frozenset(
-    {"finish_reason", "usage", "calls_not_executed", "follows_run_id", "queued_input"}
+    {
+        "finish_reason",
+        "usage",
+        "calls_not_executed",
+        "follows_run_id",
+        "queued_input",
+        "started_at",
+    }
 )
 
 

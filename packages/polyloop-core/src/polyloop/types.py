@@ -532,7 +532,8 @@ class RunStarted:
     ``follows_run_id`` and ``queued_input`` were added after schema 1.0 (design 0052): a
     follow-up run (the next turn of a conversation, ``polyloop.session.follow_up``) names the
     run it continues and the user's input it was started with; both are set or both ``None``,
-    and a run that is no follow-up is stored exactly as before.
+    and a run that is no follow-up is stored exactly as before. ``started_at`` was added after
+    them (design 0061): a log written before it reads as ``None``.
     """
 
     run_id: str
@@ -542,6 +543,10 @@ class RunStarted:
     follows_run_id: str | None = field(default=None, metadata={"optional_on_read": True})
     #: The user's new input this follow-up run was started with (seed 002's ``queued_input``).
     queued_input: str | None = field(default=None, metadata={"optional_on_read": True})
+    #: When the loop wrote this record: UTC, ISO 8601 to the second, as ``UserAsked.asked_at``
+    #: (design 0061). ``None`` in logs written before the field existed. Not in the parameter
+    #: snapshot, so a resume never compares it.
+    started_at: str | None = field(default=None, metadata={"optional_on_read": True})
 
     def __post_init__(self) -> None:
         object.__setattr__(
@@ -550,6 +555,13 @@ class RunStarted:
             _frozen_str_mapping("RunStarted", "parameter_snapshot", self.parameter_snapshot),
         )
         _require_version("RunStarted", self.schema_version)
+        if self.started_at is not None and (
+            not isinstance(self.started_at, str) or not self.started_at
+        ):
+            raise ConfigurationError(
+                f"RunStarted.started_at must be a non-empty ISO 8601 time or None, got "
+                f"{self.started_at!r} for run {self.run_id!r}."
+            )
         if self.follows_run_id is not None or self.queued_input is not None:
             self._check_follow_up()
 
@@ -574,7 +586,9 @@ class RunStarted:
 
     def __reduce__(
         self,
-    ) -> tuple[type[RunStarted], tuple[str, dict[str, str], int, str | None, str | None]]:
+    ) -> tuple[
+        type[RunStarted], tuple[str, dict[str, str], int, str | None, str | None, str | None]
+    ]:
         # The read-only snapshot view cannot be pickled or deep-copied; rebuild from a dict.
         return (
             RunStarted,
@@ -584,6 +598,7 @@ class RunStarted:
                 self.schema_version,
                 self.follows_run_id,
                 self.queued_input,
+                self.started_at,
             ),
         )
 
