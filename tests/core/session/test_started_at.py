@@ -17,26 +17,13 @@ from polyloop.types import StopReason
 from tests.loop_kit import (
     Crash,
     CrashingStore,
+    DatedClock,
     Effects,
     make_definition,
     make_request,
     replies,
     scenario_tools,
 )
-
-
-class DatedClock:
-    """A monotonic clock that also tells a fixed UTC time, as the contract kit's does."""
-
-    def __init__(self, utc: str) -> None:
-        self.utc, self.calls = utc, 0
-
-    def utc_iso(self) -> str:
-        return self.utc
-
-    def __call__(self) -> float:
-        self.calls += 1
-        return self.calls / 1000
 
 
 async def _started_at(store: RunStore, run_id: str) -> str | None:
