@@ -68,15 +68,24 @@ def wait_for(condition, what: str, deadline: float = DEADLINE):  # type: ignore[
         time.sleep(0.05)
 
 
-def serve(home: Path, store: Path, *options: str, name: str = "serve") -> Served:
-    """``polyloop serve --store sqlite:STORE --port N OPTIONS``, running from the repository
-    root (so ``--agent tests.console._agents:agent`` imports), until it accepts connections."""
+def serve(home: Path, store: Path | None, *options: str, name: str = "serve") -> Served:
+    """``polyloop serve --store sqlite:STORE --port N OPTIONS`` (no ``--store`` when ``store``
+    is ``None``: the demo's store in ``home``), with ``POLYLOOP_HOME=home``, running from the
+    repository root (so ``--agent tests.console._agents:agent`` imports), until it accepts
+    connections."""
     port = free_port()
     out, err = home / f"{name}-{port}.out", home / f"{name}-{port}.err"
     home.mkdir(parents=True, exist_ok=True)
     with out.open("wb") as stdout, err.open("wb") as stderr:
         process = subprocess.Popen(
-            [POLYLOOP, "serve", "--store", f"sqlite:{store}", "--port", str(port), *options],
+            [
+                POLYLOOP,
+                "serve",
+                *(() if store is None else ("--store", f"sqlite:{store}")),
+                "--port",
+                str(port),
+                *options,
+            ],
             cwd=ROOT,
             env=clean_env(home),
             stdout=stdout,

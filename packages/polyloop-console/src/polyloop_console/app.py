@@ -23,7 +23,13 @@ from urllib.parse import urlsplit
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.responses import (
+    FileResponse,
+    HTMLResponse,
+    PlainTextResponse,
+    RedirectResponse,
+    Response,
+)
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -485,6 +491,10 @@ async def _run(request: Request, console: Console, session: Session, session_id:
     return HTMLResponse(html, headers={"content-security-policy": viewer_csp(html)})
 
 
+async def _favicon(request: Request) -> Response:
+    return FileResponse(HERE / "static" / "favicon.svg", media_type="image/svg+xml")
+
+
 def build_app(console: Console) -> ASGIApp:
     """The console's ASGI app over ``console``'s open store."""
 
@@ -506,6 +516,8 @@ def build_app(console: Console) -> ASGIApp:
             Route("/decide", _signed_in(console, _decide, changes=True), methods=["POST"]),
             Route("/runs", _signed_in(console, _runs), methods=["GET"]),
             Route("/runs/{run_id:path}", _signed_in(console, _run), methods=["GET"]),
+            # Browsers ask for it on every page, the viewer's too.
+            Route("/favicon.ico", _favicon, methods=["GET"]),
             Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
         ],
         exception_handlers={CliError: errors, PolyLoopError: errors},

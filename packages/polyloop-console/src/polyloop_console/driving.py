@@ -43,13 +43,16 @@ Outcome = str
 
 
 def waits_to_go_on(log: RunLog) -> bool:
-    """The run's pending ask is decided and nothing of the decision is carried out yet."""
-    if log.started is None or log.finished is not None:
+    """A person decided in this run, it waits on no ask and it has not finished: the
+    decision is not carried out yet (``ask_decided``), or its driver died after (a crash,
+    which resume settles by the recovery table)."""
+    if log.started is None or log.finished is not None or not log.answers:
         return False
     try:
-        return plan_report(log).plan.state is TailState.ASK_DECIDED
+        state = plan_report(log).plan.state
     except PolyLoopError:
         return False  # a corrupt log is for a person to look at, not for a worker to drive
+    return state is not TailState.ASK_PENDING
 
 
 async def decided_runs(store: RunStore, run_ids: Iterable[str]) -> list[str]:

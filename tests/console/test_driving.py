@@ -1,0 +1,123 @@
+"""Runs continue by themselves: ``polyloop worker`` resumes decided runs under the run lease.
+
+Real worker processes on a real SQLite store: a decided run is carried out once and finishes;
+two workers racing over the same runs still execute each approved refund exactly once (the
+lease: one driver per run); a worker SIGKILLed inside the approved refund leaves the run to
+the next worker, which does not run the refund again (replay policy ``never``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from polyloop.session import approve
+from polyloop.stores.sqlite import SqliteRunStore
+from polyloop.types import StopReason
+from tests.cli._kit import POLYLOOP, clean_env
+from tests.console._agents import ONE_REFUND
+from tests.console._kit import AGENT, ROOT, episode, ledger_lines, park, wait_for
+
+pytestmark = [pytest.mark.slow, pytest.mark.race, pytest.mark.crash]
+
+
+async def _approve(store: Path, run_id: str) -> None:
+    async with SqliteRunStore(store) as opened:
+        log = await opened.read_log(run_id)
+        ask = log.asks[-1]
+        await approve(
+            opened, run_id, step=ask.step, arguments_sha256=ask.arguments_sha256, decided_by="t"
+        )
+
+
+def _finished(store: Path, run_id: str) -> StopReason | None:
+    async def read() -> StopReason | None:
+        async with SqliteRunStore(store) as opened:
+            log = await opened.read_log(run_id)
+        return None if log.finished is None else log.finished.result.stop_reason
+
+    return asyncio.run(read())
+
+
+def _worker(home: Path, store: Path, data: str, *extra: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [
+            POLYLOOP,
+            "worker",
+            "--store",
+            f"sqlite:{store}",
+            "--agent",
+            AGENT,
+            "--episode",
+            data,
+            "--poll",
+            "0.1",
+            *extra,
+        ],
+        cwd=ROOT,
+        env=clean_env(home),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.terminate()
+        process.wait(timeout=30)
+    if process.stdout is not None:
+        process.stdout.close()
+
+
+def test_two_workers_carry_each_decision_out_exactly_once(tmp_path: Path) -> None:
+    store, ledger = tmp_path / "runs.sqlite", tmp_path / "ledger"
+    run_ids = [f"r-{index}" for index in range(4)]
+    for run_id in run_ids:
+        asyncio.run(park(store, run_id, ledger, ONE_REFUND))
+    # A run left undecided is not touched.
+    asyncio.run(park(store, "r-undecided", ledger, ONE_REFUND))
+    for run_id in run_ids:
+        asyncio.run(_approve(store, run_id))
+    data = episode(ledger, ONE_REFUND)
+    workers = [_worker(tmp_path / "home", store, data) for _ in range(2)]
+    try:
+        for run_id in run_ids:
+            wait_for(lambda run_id=run_id: _finished(store, run_id), f"{run_id} to finish")
+    finally:
+        for process in workers:
+            _stop(process)
+    assert all(StopReason.TASK_COMPLETED == _finished(store, run_id) for run_id in run_ids)
+    # One refund and one submit per decided run (the ledger has no run ids: count them).
+    assert 4 == ledger_lines(ledger).count("refund:80")
+    assert 4 == ledger_lines(ledger).count("submit")
+    assert _finished(store, "r-undecided") is None
+
+
+def test_a_worker_killed_inside_the_refund_does_not_refund_twice(tmp_path: Path) -> None:
+    store, ledger = tmp_path / "runs.sqlite", tmp_path / "ledger"
+    asyncio.run(park(store, "r-kill", ledger, ONE_REFUND))
+    asyncio.run(_approve(store, "r-kill"))
+    hanging = _worker(tmp_path / "home", store, episode(ledger, ONE_REFUND, hang_on="refund:80"))
+    try:
+        assert hanging.stdout is not None
+        while b"in-action" not in hanging.stdout.readline():
+            assert hanging.poll() is None, "the worker exited before the refund"
+        os.kill(hanging.pid, signal.SIGKILL)
+        hanging.wait()
+    finally:
+        _stop(hanging)
+    assert ["refund:80"] == ledger_lines(ledger)
+    # The next worker takes the run over (the dead one's lease is gone with it) and, the
+    # refund being `never` replayed, stops the run rather than refund again.
+    following = _worker(tmp_path / "home", store, episode(ledger, ONE_REFUND), "--once")
+    try:
+        assert 0 == following.wait(timeout=120)
+    finally:
+        _stop(following)
+    assert StopReason.RESUME_STATE_UNKNOWN == _finished(store, "r-kill")
+    assert ["refund:80"] == ledger_lines(ledger)
