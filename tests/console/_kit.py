@@ -68,9 +68,13 @@ def wait_for(condition, what: str, deadline: float = DEADLINE):  # type: ignore[
         time.sleep(0.05)
 
 
-def serve(home: Path, store: Path | None, *options: str, name: str = "serve") -> Served:
-    """``polyloop serve --store sqlite:STORE --port N OPTIONS`` (no ``--store`` when ``store``
-    is ``None``: the demo's store in ``home``), with ``POLYLOOP_HOME=home``, running from the
+def _url(store: Path | str) -> str:
+    return store if isinstance(store, str) else f"sqlite:{store}"
+
+
+def serve(home: Path, store: Path | str | None, *options: str, name: str = "serve") -> Served:
+    """``polyloop serve --store sqlite:STORE --port N OPTIONS`` (a ``str`` is a store URL as
+    is; no ``--store`` when ``store`` is ``None``: the demo's store in ``home``), with ``POLYLOOP_HOME=home``, running from the
     repository root (so ``--agent tests.console._agents:agent`` imports), until it accepts
     connections."""
     port = free_port()
@@ -81,7 +85,7 @@ def serve(home: Path, store: Path | None, *options: str, name: str = "serve") ->
             [
                 POLYLOOP,
                 "serve",
-                *(() if store is None else ("--store", f"sqlite:{store}")),
+                *(() if store is None else ("--store", _url(store))),
                 "--port",
                 str(port),
                 *options,
