@@ -57,7 +57,8 @@ def test_no_page_shows_the_store_password(schema: str, tmp_path: Path) -> None:
                 answer = client.get(path)
                 seen.append(answer.text + str(answer.headers))
             assert RUN in seen[2]
-            assert "@" in seen[1] and "schema=" in seen[1]
+            assert "@" in seen[1]
+            assert "schema=" in seen[1]
     finally:
         served.stop()
     seen += [served.stdout.read_text(), served.audit()]
