@@ -283,3 +283,12 @@ def test_runs_page_filters_searches_and_pages(tmp_path: Path, store: Path) -> No
             assert "No run matches." in waiting
     finally:
         running.stop()
+
+
+def test_a_host_name_rebound_to_loopback_reaches_nothing(served: Served) -> None:
+    """DNS rebinding: another site's name pointed at 127.0.0.1 is refused by its Host."""
+    with signed_in(served) as client:
+        rebound = client.get("/", headers={"Host": "evil.example"})
+        assert 400 == rebound.status_code
+        assert "Waiting for a person" not in rebound.text
+        assert 200 == client.get("/", headers={"Host": "localhost"}).status_code

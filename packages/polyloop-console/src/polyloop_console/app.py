@@ -14,7 +14,7 @@ import hmac
 import json
 import logging
 import re
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import (
     FileResponse,
@@ -222,6 +223,7 @@ async def _logout(
     request: Request, console: Console, session: Session, session_id: str
 ) -> Response:
     console.sessions.close(session_id)
+    console.notices.pop(session_id, None)
     LOG.info("signed out person=%r", session.person)
     response = RedirectResponse("/login", status_code=303)
     response.delete_cookie(COOKIE, path="/")
@@ -495,8 +497,10 @@ async def _favicon(request: Request) -> Response:
     return FileResponse(HERE / "static" / "favicon.svg", media_type="image/svg+xml")
 
 
-def build_app(console: Console) -> ASGIApp:
-    """The console's ASGI app over ``console``'s open store."""
+def build_app(console: Console, allowed_hosts: Sequence[str] | None = None) -> ASGIApp:
+    """The console's ASGI app over ``console``'s open store. ``allowed_hosts``: the names the
+    ``Host`` header may give (others get a 400), so a name rebound to this address by another
+    site (DNS rebinding) reaches nothing."""
 
     async def login(request: Request) -> Response:
         return await _login(request, console)
@@ -522,4 +526,6 @@ def build_app(console: Console) -> ASGIApp:
         ],
         exception_handlers={CliError: errors, PolyLoopError: errors},
     )
+    if allowed_hosts is not None:
+        app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts))
     return SecurityHeaders(app)

@@ -47,6 +47,14 @@ def _tokens(choice: StoreChoice, tokens_file: Path | None) -> tuple[Tokens, str 
         raise CliError(ExitCode.USAGE, str(error)) from None
 
 
+def _host_names(host: str, loopback: bool) -> list[str] | None:
+    """The names a request's ``Host`` may give: on loopback, only loopback names; elsewhere
+    any (a proxy in front names the console as it likes)."""
+    if not loopback:
+        return None
+    return sorted({host, "localhost", "127.0.0.1", "::1", "[::1]"})
+
+
 def _agent(spec: str | None, episode_json: str | None) -> Agent | None:
     return None if spec is None else Agent(spec, episode_json)
 
@@ -124,7 +132,11 @@ def serve(
                 click.echo(f"  {made}")
             console = Console(opened, choice.url, tokens, _agent(agent, episode_json))
             config = uvicorn.Config(
-                build_app(console), host=host, port=port, log_level="warning", lifespan="off"
+                build_app(console, _host_names(host, loopback)),
+                host=host,
+                port=port,
+                log_level="warning",
+                lifespan="off",
             )
             server = uvicorn.Server(config)
             click.echo(f"PolyLoop console for {choice.url} at http://{host}:{port}/", err=False)

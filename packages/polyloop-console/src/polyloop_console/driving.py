@@ -77,8 +77,9 @@ async def resume_one(store: RunStore, agent: Agent, run_id: str) -> Outcome:
     except RunLeaseHeldError:
         LOG.info("resume skipped run_id=%r: another driver holds its lease", run_id)
         return "busy"
-    except (PolyLoopError, CliError, OSError) as error:
-        text = error.line if isinstance(error, CliError) else str(error)
+    except Exception as error:
+        # Whatever the run's own agent raised: logged (scrubbed), and the next run goes on.
+        text = error.line if isinstance(error, CliError) else f"{type(error).__name__}: {error}"
         LOG.warning("resume failed run_id=%r: %s", run_id, scrub_error(" ".join(text.split())))
         return "failed"
     if isinstance(outcome, RunParked):
