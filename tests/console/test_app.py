@@ -292,3 +292,19 @@ def test_a_host_name_rebound_to_loopback_reaches_nothing(served: Served) -> None
         assert 400 == rebound.status_code
         assert "Waiting for a person" not in rebound.text
         assert 200 == client.get("/", headers={"Host": "localhost"}).status_code
+
+
+def test_a_rejection_needs_a_reason_and_records_the_person(served: Served, store: Path) -> None:
+    with signed_in(served) as client:
+        fields = _form(client.get("/").text, "r-two", "reject")
+        empty = client.post("/decide", data={**fields, "reason": "  "}, follow_redirects=True)
+        assert "does not fit the ask; nothing was written" in empty.text
+        assert [] == list(asyncio.run(_log(store, "r-two")).answers)
+        taken = client.post("/decide", data={**fields, "reason": "<b>too much</b>"})
+        assert 303 == taken.status_code
+        shown = client.get("/").text
+        assert "Recorded: reject of run r-two, step 0, by operator." in shown
+    answers = asyncio.run(_log(store, "r-two")).answers
+    assert [(Verdict.REJECT, "<b>too much</b>", "operator")] == [
+        (a.verdict, a.reason, a.decided_by) for a in answers
+    ]

@@ -145,7 +145,10 @@ def same_origin(request: Request) -> bool:
     referer = request.headers.get("referer")
     if referer is None:
         return False
-    parts = urlsplit(referer)
+    try:
+        parts = urlsplit(referer)
+    except ValueError:
+        return False  # not a URL (e.g. a lone bracket): not ours
     return f"{parts.scheme}://{parts.netloc}" == own
 
 
