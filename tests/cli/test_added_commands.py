@@ -52,3 +52,16 @@ def test_serve_refuses_a_missing_store_without_making_a_token(tmp_path: Path) ->
     assert 0 != refused.code
     assert "polyloop demo" in refused.stderr
     assert not (home / "console-token").exists()
+
+
+def test_the_cli_does_not_depend_on_the_console() -> None:
+    """`pip install polyloop-cli` brings no web server: the console is not among its
+    requirements, extras included."""
+    import tomllib
+
+    root = Path(__file__).resolve().parents[2]
+    project = tomllib.loads((root / "packages/polyloop-cli/pyproject.toml").read_text())["project"]
+    required = list(project["dependencies"])
+    for extra in project.get("optional-dependencies", {}).values():
+        required += extra
+    assert [] == [r for r in required if r.startswith(("polyloop-console", "starlette", "uvicorn"))]

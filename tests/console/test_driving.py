@@ -121,3 +121,40 @@ def test_a_worker_killed_inside_the_refund_does_not_refund_twice(tmp_path: Path)
         _stop(following)
     assert StopReason.RESUME_STATE_UNKNOWN == _finished(store, "r-kill")
     assert ["refund:80"] == ledger_lines(ledger)
+
+
+def test_a_decision_made_in_the_console_is_carried_out_by_the_worker(tmp_path: Path) -> None:
+    """The console without --agent only records; a separate worker continues the run, once."""
+    from tests.console._kit import serve, signed_in
+
+    home, ledger = tmp_path / "home", tmp_path / "ledger"
+    store = home / "runs.sqlite"
+    home.mkdir()
+    asyncio.run(park(store, "r-web", ledger, ONE_REFUND))
+    served = serve(home, store)
+    working = _worker(home, store, episode(ledger, ONE_REFUND))
+    try:
+        with signed_in(served) as client:
+            page = client.get("/").text
+            assert "goes on when a worker" in page
+            log = asyncio.run(_read(store, "r-web"))
+            ask = log.asks[0]
+            fields = {
+                "csrf": page.split('name="csrf" value="', 1)[1].split('"', 1)[0],
+                "run_id": "r-web",
+                "step": str(ask.step),
+                "arguments_sha256": ask.arguments_sha256,
+                "verdict": "approve",
+            }
+            assert 303 == client.post("/decide", data=fields).status_code
+        wait_for(lambda: _finished(store, "r-web"), "the worker to finish the run")
+    finally:
+        _stop(working)
+        served.stop()
+    assert StopReason.TASK_COMPLETED == _finished(store, "r-web")
+    assert ["refund:80", "submit"] == ledger_lines(ledger)
+
+
+async def _read(store: Path, run_id: str):  # type: ignore[no-untyped-def]
+    async with SqliteRunStore(store) as opened:
+        return await opened.read_log(run_id)
