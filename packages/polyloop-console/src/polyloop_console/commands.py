@@ -165,7 +165,8 @@ def serve(
 def worker(
     store: str | None, agent: str, episode_json: str | None, poll_seconds: float, once: bool
 ) -> None:
-    """Continue every run whose pending ask is decided, each under its run lease (a run
+    """Continue every run a person decided in that waits on no ask and has not finished (its
+    decision not carried out yet, or its driver died after), each under its run lease (a run
     another driver holds is skipped: it is that driver's), polling the store until stopped."""
     choice = store_choice(store)
     _logging()
@@ -184,15 +185,6 @@ def worker(
 
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(go())
-
-
-@click.group()
-def group() -> None:
-    """The PolyLoop operator console and its worker."""
-
-
-group.add_command(serve)
-group.add_command(worker)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
