@@ -308,3 +308,24 @@ def test_a_rejection_needs_a_reason_and_records_the_person(served: Served, store
     assert [(Verdict.REJECT, "<b>too much</b>", "operator")] == [
         (a.verdict, a.reason, a.decided_by) for a in answers
     ]
+
+
+def test_the_inbox_shows_what_a_person_decides(served: Served, store: Path) -> None:
+    """Run, step, kind, tool, the exact arguments and their digest, since when, the tool's
+    replay policy; a question's text; and the forms post the ask's step."""
+    log = asyncio.run(_log(store, "r-two"))
+    ask = log.asks[0]
+    with signed_in(served) as client:
+        page = client.get("/").text
+    section = page.split('data-run="r-two"', 1)[1].split("</section>", 1)[0]
+    assert "step 0 · approval of <code>refund</code>" in section
+    assert f"<dd>{ask.asked_at}</dd>" in section
+    assert "<dt>replay policy</dt><dd>never</dd>" in section
+    assert f"sha256 {ask.arguments_sha256[:12]}" in section
+    assert "&#34;amount&#34;: 80" in section
+    # Approve and reject (editing needs --agent, and says so).
+    assert section.count('name="step" value="0"') == 2
+    assert "start the console with <code>--agent</code>" in section
+    question = page.split('data-run="r-hostile"', 1)[1].split("</section>", 1)[0]
+    assert 'class="question"' in question
+    assert 'name="answer"' in question
