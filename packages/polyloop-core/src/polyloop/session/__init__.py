@@ -1,7 +1,8 @@
 """Assembly and the governed loop: ``AgentDefinition``, ``RunRequest``, ``run`` and ``resume``;
 for runs that may wait for a person, ``run_or_park``/``resume_or_park`` and the decisions
 (``approve``, ``edit``, ``reject``, ``answer``; design 0037); ``follow_up``, the next turn of a
-conversation as a new run (design 0052).
+conversation as a new run (design 0052); ``fork``, a new run from step K of a recorded one
+with another agent (design 0067).
 
 It also re-exports, for imports written before they moved, eight names of
 :mod:`polyloop.recovery`, where they live and where new code imports them from: ``validate_log``
@@ -37,6 +38,7 @@ from polyloop.session._definition import (
     merge_snapshots,
 )
 from polyloop.session._follow_up import follow_up
+from polyloop.session._fork import SnapshotDifference, fork, parameter_differences
 from polyloop.session._gates import DEFAULT_REJECTED_TEMPLATE, REASON_TOKEN, ApprovalPolicy
 from polyloop.session._loop import DEFAULT_EVENT_TIMEOUT_SECONDS, run, run_or_park, run_snapshot
 from polyloop.session._resume import resume, resume_or_park
@@ -53,6 +55,7 @@ __all__ = [
     "ResumeMove",
     "ResumePlan",
     "RunRequest",
+    "SnapshotDifference",
     "TailState",
     "UserDecision",
     "action_result_id",
@@ -60,8 +63,10 @@ __all__ = [
     "approve",
     "edit",
     "follow_up",
+    "fork",
     "merge_snapshots",
     "model_result_id",
+    "parameter_differences",
     "plan_resume",
     "read_pending_ask",
     "reject",
