@@ -44,6 +44,7 @@ def _register() -> None:
     from polyloop_cli.pending import pending
     from polyloop_cli.plan import plan
     from polyloop_cli.reject import reject
+    from polyloop_cli.replay import replay
     from polyloop_cli.resume import resume
     from polyloop_cli.runs import runs
     from polyloop_cli.show import show
@@ -67,6 +68,7 @@ def _register() -> None:
         edit,
         answer,
         resume,
+        replay,
     ):
         cli.add_command(command)
 

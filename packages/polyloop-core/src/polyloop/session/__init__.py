@@ -2,7 +2,7 @@
 for runs that may wait for a person, ``run_or_park``/``resume_or_park`` and the decisions
 (``approve``, ``edit``, ``reject``, ``answer``; design 0037); ``follow_up``, the next turn of a
 conversation as a new run (design 0052); ``fork``, a new run from step K of a recorded one
-with another agent (design 0067).
+with another agent, and ``replay_parser``, recorded replies read by another parser (design 0067).
 
 It also re-exports, for imports written before they moved, eight names of
 :mod:`polyloop.recovery`, where they live and where new code imports them from: ``validate_log``
@@ -41,6 +41,7 @@ from polyloop.session._follow_up import follow_up
 from polyloop.session._fork import SnapshotDifference, fork, parameter_differences
 from polyloop.session._gates import DEFAULT_REJECTED_TEMPLATE, REASON_TOKEN, ApprovalPolicy
 from polyloop.session._loop import DEFAULT_EVENT_TIMEOUT_SECONDS, run, run_or_park, run_snapshot
+from polyloop.session._replay import DecisionDifference, ParserReplay, replay_log, replay_parser
 from polyloop.session._resume import resume, resume_or_park
 
 __all__ = [
@@ -52,6 +53,8 @@ __all__ = [
     "AgentDefinition",
     "ApprovalPolicy",
     "AskHandler",
+    "DecisionDifference",
+    "ParserReplay",
     "ResumeMove",
     "ResumePlan",
     "RunRequest",
@@ -70,6 +73,8 @@ __all__ = [
     "plan_resume",
     "read_pending_ask",
     "reject",
+    "replay_log",
+    "replay_parser",
     "resume",
     "resume_or_park",
     "run",
