@@ -41,6 +41,7 @@ def _register() -> None:
     from polyloop_cli.demo import demo
     from polyloop_cli.edit import edit
     from polyloop_cli.export import export
+    from polyloop_cli.fork import fork_command
     from polyloop_cli.pending import pending
     from polyloop_cli.plan import plan
     from polyloop_cli.reject import reject
@@ -69,6 +70,7 @@ def _register() -> None:
         answer,
         resume,
         replay,
+        fork_command,
     ):
         cli.add_command(command)
 

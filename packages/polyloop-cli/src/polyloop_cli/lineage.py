@@ -1,0 +1,72 @@
+"""What ``show`` and ``fork`` say about a fork (design 0067): its source run and step, the
+environment it continued in, a last step left in doubt, a copy cut short."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from polyloop.ports import RunLog
+
+__all__ = ["WORLD_AS_IS", "fork_fields", "fork_json"]
+
+#: What every fork's environment is at its fork step (design 0067).
+WORLD_AS_IS = (
+    "the world as it is: the source's actions before the fork step were not executed again, "
+    "and the fork's own actions act on what the source (and anything since) left"
+)
+
+
+def _whole(log: RunLog) -> bool:
+    started = log.started
+    return (
+        started is None
+        or started.forked_at_step is None
+        or (len(log.steps) >= started.forked_at_step)
+    )
+
+
+def fork_fields(log: RunLog) -> list[tuple[str, object]]:
+    """The lines ``show`` adds for a fork; none for any other run."""
+    started = log.started
+    if started is None or started.forked_from_run_id is None:
+        return []
+    at = started.forked_at_step
+    fields: list[tuple[str, object]] = [
+        (
+            "fork of",
+            f"{started.forked_from_run_id} at step {at} (steps 0-{at - 1} inherited)"
+            if at
+            else f"{started.forked_from_run_id} at step 0 (nothing inherited)",
+        ),
+        ("environment", WORLD_AS_IS),
+    ]
+    if started.fork_left_in_doubt:
+        fields.append(
+            (
+                "in doubt",
+                f"step {at - 1 if at else 0}'s action was announced in the source and never "
+                "settled; the fork recorded it not executed (it may or may not have happened)",
+            )
+        )
+    if not _whole(log):
+        fields.append(
+            (
+                "incomplete fork",
+                "a crash cut its copy short; run the same `polyloop fork` again to complete it",
+            )
+        )
+    return fields
+
+
+def fork_json(log: RunLog) -> dict[str, Any] | None:
+    """``show --json``'s ``fork`` object: ``None`` for a run that is no fork."""
+    started = log.started
+    if started is None or started.forked_from_run_id is None:
+        return None
+    return {
+        "forked_from_run_id": started.forked_from_run_id,
+        "forked_at_step": started.forked_at_step,
+        "fork_left_in_doubt": started.fork_left_in_doubt,
+        "complete": _whole(log),
+        "environment": "world_as_is",
+    }
