@@ -82,6 +82,10 @@ def step_fields(step: StepRecord) -> dict[str, Any]:
     return fields
 
 
+#: The fork columns of a run that is no fork (design 0067).
+NO_FORK: dict[str, Any] = {"forked_from_run_id": None, "forked_at_step": None, "inherited": False}
+
+
 def expected_rows(runs: Iterable[Any] = RUNS) -> list[dict[str, Any]]:
     """Every step of ``runs`` as a row with every column (``None`` for a binding a run lacks)."""
     rows = []
@@ -90,6 +94,7 @@ def expected_rows(runs: Iterable[Any] = RUNS) -> list[dict[str, Any]]:
             row: dict[str, Any] = {"run_id": run_id}
             row.update(step_fields(step.step))
             row["stop_reason"] = None if reason is None else reason.value
+            row.update(NO_FORK)
             for column in BINDING_COLUMNS:
                 row[column] = binding.get(column.removeprefix("model_binding."))
             rows.append(row)

@@ -28,7 +28,7 @@ from polyloop.stores.step_table import (
 from polyloop.types import RunFinished, RunResult, RunStarted, StepCompleted, StepRecord, StopReason
 from tests import strategies
 from tests.stores._helpers import Opened
-from tests.table_kit import BINDING_COLUMNS, RUNS, expected_rows, fill, step_fields
+from tests.table_kit import BINDING_COLUMNS, NO_FORK, RUNS, expected_rows, fill, step_fields
 
 
 def _full(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -65,15 +65,25 @@ def test_the_columns_and_their_types() -> None:
     assert 19 == len(STEP_FIELDS)  # the seed's eighteen, and calls_not_executed (design 0045)
     assert [field.name for field in dataclasses.fields(StepRecord)] == list(STEP_FIELDS)
     columns = step_columns(["model_binding.task", "model_binding.seed", "model_binding.task"])
-    assert ("run_id", *STEP_FIELDS, "stop_reason", "model_binding.seed", "model_binding.task") == (
-        columns
-    )
+    assert (
+        "run_id",
+        *STEP_FIELDS,
+        "stop_reason",
+        "forked_from_run_id",
+        "forked_at_step",
+        "inherited",
+        "model_binding.seed",
+        "model_binding.task",
+    ) == columns
     kinds = {column: (column_type(column).kind, column_type(column).nullable) for column in columns}
     assert ("int", False) == kinds["step_idx"]
     assert ("str", True) == kinds["action_status"]
     assert ("bool", False) == kinds["parse_ok"]
     assert ("str", True) == kinds["tool_name"]
     assert ("str", True) == kinds["stop_reason"]
+    assert ("str", True) == kinds["forked_from_run_id"]
+    assert ("int", True) == kinds["forked_at_step"]
+    assert ("bool", False) == kinds["inherited"]
     assert ("str", True) == kinds["model_binding.task"]
     with pytest.raises(ConfigurationError, match="not a model-binding column"):
         step_columns(["task"])
@@ -114,6 +124,7 @@ def test_any_log_gives_its_steps_as_rows(
             "run_id": run_id,
             **step_fields(step),
             "stop_reason": None if reason is None else reason.value,
+            **NO_FORK,
             **bindings,
         }
         for step in steps
@@ -163,3 +174,29 @@ async def test_a_store_that_cannot_list_is_told_to_name_the_runs() -> None:
 
     with pytest.raises(ConfigurationError, match=r"cannot list its runs.*name the runs"):
         [row async for row in StepTable(Unlisted())]  # type: ignore[arg-type]
+
+
+async def test_a_forks_rows_name_its_source_and_mark_the_inherited_steps(opened: Opened) -> None:
+    """A fork at step 2 (design 0067): every row carries the source and the step; steps 0-1
+    are inherited, the fork's own are not; the source's rows are no fork's."""
+    from polyloop.session import fork, run
+    from tests.loop_kit import make_definition, make_request, replies
+
+    script = replies("RUN: a", "RUN: b", "RUN: c", "FINAL: done")
+    await run(make_definition(script, opened.store), make_request("src"))
+    await fork(
+        make_definition(script, opened.store), make_request("f"), source_run_id="src", at_step=2
+    )
+    rows = [row async for row in StepTable(opened.reopen(), ["src", "f"])]
+    forked = [
+        (r["step_idx"], r["forked_from_run_id"], r["forked_at_step"], r["inherited"])
+        for r in rows
+        if r["run_id"] == "f"
+    ]
+    assert [
+        (0, "src", 2, True),
+        (1, "src", 2, True),
+        (2, "src", 2, False),
+        (3, "src", 2, False),
+    ] == forked
+    assert all(NO_FORK == {key: r[key] for key in NO_FORK} for r in rows if r["run_id"] == "src")

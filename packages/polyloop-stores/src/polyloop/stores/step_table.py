@@ -4,7 +4,9 @@ A row is one step: ``run_id``, every :class:`~polyloop.types.StepRecord` field u
 name (``action_status`` as its string value, ``calls_not_executed`` as the JSON text of its
 records, ``[]`` when empty), the run's ``stop_reason`` (``None``
 while it has not finished) and one ``model_binding.<key>`` column per key of the run's model
-binding, as the parameter snapshot records it (``request.model_binding.<key>``). Rows come one run at a time, so a table of ten
+binding, as the parameter snapshot records it (``request.model_binding.<key>``); before the
+binding columns, a fork's source run, fork step and whether the step was inherited (design
+0067). Rows come one run at a time, so a table of ten
 thousand runs is read in the memory of one run::
 
     table = StepTable(store)
@@ -41,6 +43,7 @@ from polyloop.types import StepRecord
 
 __all__ = [
     "BINDING_PREFIX",
+    "FORK_COLUMNS",
     "RUN_COLUMNS",
     "SNAPSHOT_BINDING_PREFIX",
     "STEP_FIELDS",
@@ -56,6 +59,10 @@ __all__ = [
 STEP_FIELDS: tuple[str, ...] = tuple(field.name for field in dataclasses.fields(StepRecord))
 #: The column before the step fields and the column after them.
 RUN_COLUMNS: tuple[str, str] = ("run_id", "stop_reason")
+#: After ``stop_reason``: a fork's source run and fork step (``None`` for a run that is no
+#: fork), and whether the row's step was copied from the source (design 0067), so that an
+#: analysis counts a shared prefix once.
+FORK_COLUMNS: tuple[str, str, str] = ("forked_from_run_id", "forked_at_step", "inherited")
 #: Prefix of the model-binding columns (``model_binding.<key>``), and of the same keys in the
 #: parameter snapshot, where the request's model binding is recorded.
 BINDING_PREFIX = "model_binding."
@@ -104,6 +111,9 @@ _TYPES = {
     **_field_types(),
     "run_id": ColumnType("str", False),
     "stop_reason": ColumnType("str", True),
+    "forked_from_run_id": ColumnType("str", True),
+    "forked_at_step": ColumnType("int", True),
+    "inherited": ColumnType("bool", False),
 }
 
 
@@ -121,15 +131,15 @@ def column_type(column: str) -> ColumnType:
 
 
 def step_columns(binding_columns: Iterable[str] = ()) -> tuple[str, ...]:
-    """The table's columns, in order: ``run_id``, the StepRecord fields, ``stop_reason``, then
-    ``binding_columns`` (each ``model_binding.<key>``, as the rows name them), sorted."""
+    """The table's columns, in order: ``run_id``, the StepRecord fields, ``stop_reason``, the
+    :data:`FORK_COLUMNS`, then ``binding_columns`` (each ``model_binding.<key>``, as the rows name them), sorted."""
     bindings = sorted(set(binding_columns))
     for column in bindings:
         if not column.startswith(BINDING_PREFIX):
             raise ConfigurationError(
                 f"{column!r} is not a model-binding column; name it {BINDING_PREFIX}<key>."
             )
-    return (RUN_COLUMNS[0], *STEP_FIELDS, RUN_COLUMNS[1], *bindings)
+    return (RUN_COLUMNS[0], *STEP_FIELDS, RUN_COLUMNS[1], *FORK_COLUMNS, *bindings)
 
 
 def _plain(value: object) -> str | int | bool | None:
@@ -160,12 +170,18 @@ def step_rows_of(run_id: str, log: RunLog) -> Iterator[Row]:
         for key, value in sorted(snapshot.items())
         if key.startswith(SNAPSHOT_BINDING_PREFIX)
     }
+    source = log.started.forked_from_run_id if log.started else None
+    at = log.started.forked_at_step if log.started else None
+    inherited_below = 0 if at is None else at
     for completed in log.steps:
         step = completed.step
         row: Row = {"run_id": run_id}
         for name in STEP_FIELDS:
             row[name] = _plain(getattr(step, name))
         row["stop_reason"] = stop_reason
+        row["forked_from_run_id"] = source
+        row["forked_at_step"] = at
+        row["inherited"] = step.step_idx < inherited_below
         row.update(bindings)
         yield row
 
