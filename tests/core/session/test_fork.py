@@ -467,3 +467,35 @@ def test_any_fork_point_of_any_crashed_run_repeats_nothing(
     if k in source_calls:
         call = definition.model_client.calls[0]  # type: ignore[attr-defined]
         assert source_calls[k].messages == call.messages
+
+
+async def test_a_fork_that_contradicts_the_copied_records_is_refused_with_nothing_written(
+    stores: Stores,
+) -> None:
+    """A fork may change the model, not what the prefix's intents are bound to: ``read`` made
+    ``never`` contradicts step 1's recorded ``safe`` intent."""
+    from polyloop.tools import Tool, ToolRegistry
+    from polyloop.types import ReplayPolicy
+
+    effects = Effects()
+    await _crashed_and_resumed_source(stores, effects)
+    base = scenario_tools(effects)
+    changed = []
+    for name in base.names():
+        spec = base.spec_for(name)
+        assert spec is not None
+        if name == "read":
+            spec = dataclasses.replace(spec, replay_policy=ReplayPolicy.NEVER)
+        changed.append(Tool(spec, lambda args: "x"))
+    tools = ToolRegistry(changed)
+    request = dataclasses.replace(
+        _request("contradicts", effects), tools=tools, action_executor=tools.executor()
+    )
+    with pytest.raises(ConfigurationError, match="is not the policy of tool 'read'"):
+        await fork(
+            _definition(_new_agent(3), stores.open(), name="b"),
+            request,
+            source_run_id=SOURCE,
+            at_step=3,
+        )
+    assert RunLog() == await stores.open().read_log("contradicts")

@@ -54,9 +54,14 @@ def escape(text: str) -> str:
     return _ESCAPED.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
 
 
+#: The encoder ``json.dumps(payload, ensure_ascii=False, separators=(",", ":"))`` builds on
+#: every call, built once (the same text; a fork encodes thousands of records at once).
+_COMPACT_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
 def _compact(payload: object) -> str:
     """Compact JSON with non-ASCII kept as characters (nothing escaped yet)."""
-    return json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+    return _COMPACT_ENCODER.encode(payload)
 
 
 #: JSON text of one string, exactly as ``_compact`` writes it (non-ASCII kept).

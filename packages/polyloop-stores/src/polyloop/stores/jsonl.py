@@ -369,9 +369,12 @@ class JsonlRunStore(DurableStore):
         run_id: str, state: _RunFile, fd: int, line: bytes, keys: tuple[RecordKey, ...]
     ) -> None:
         """Refuse a duplicate, else write ``line`` at the end of the good part and sync it."""
-        for number, key in enumerate(keys):
-            if key in state.keys or key in keys[:number]:
+        # A set of the batch's earlier keys: a fork's copy is one batch of thousands of records.
+        earlier: set[RecordKey] = set()
+        for key in keys:
+            if key in state.keys or key in earlier:
                 raise duplicate_error(run_id, key, state.path)
+            earlier.add(key)
         offset = state.size
         state.size = -1  # until the line is durable, the cached view is not trusted
         try:
