@@ -103,3 +103,50 @@ async def test_fork_text_and_its_refusals(
     assert 2 == late.code
     assert "ends a run" in late.stderr
     assert 5 == _cli(sqlite_path, env, "fork", "nope", "--at", "0", *args).code
+
+
+class _CutBatch:
+    """The sqlite store, but its next batch keeps only its first ``keep`` records and the
+    process "dies" (a BaseException): what a crash may leave of one write."""
+
+    def __init__(self, inner: SqliteRunStore, keep: int) -> None:
+        self.inner, self.keep = inner, keep
+
+    async def write_records(self, records: Any) -> None:
+        await self.inner.write_records(records[: self.keep])
+        raise KeyboardInterrupt
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+async def test_show_names_a_fork_cut_short_and_forking_again_completes_it(
+    sqlite_store: SqliteRunStore, sqlite_path: Path, env: dict[str, str], tmp_path: Path
+) -> None:
+    from polyloop.session import fork
+
+    await _source(sqlite_store, tmp_path / "ledger")
+    data = {"run_id": "cut", "steps": 3}
+    agent = build(Episode("cut", data), _CutBatch(sqlite_store, 5))  # type: ignore[arg-type]
+    with pytest.raises(KeyboardInterrupt):
+        await fork(agent.definition, agent.request, source_run_id="r-1", at_step=2)
+    shown = _cli(sqlite_path, env, "show", "cut", "--json")
+    assert False is shown.json()["fork"]["complete"]
+    assert "incomplete fork" in _cli(sqlite_path, env, "show", "cut").stdout
+    episode = json.dumps({"steps": 3})
+    done = _cli(
+        sqlite_path,
+        env,
+        "fork",
+        "r-1",
+        "--at",
+        "2",
+        "--run-id",
+        "cut",
+        "--agent",
+        FACTORY,
+        "--episode",
+        episode,
+    )
+    assert 0 == done.code, done.stderr
+    assert True is _cli(sqlite_path, env, "show", "cut", "--json").json()["fork"]["complete"]

@@ -499,3 +499,50 @@ async def test_a_fork_that_contradicts_the_copied_records_is_refused_with_nothin
             at_step=3,
         )
     assert RunLog() == await stores.open().read_log("contradicts")
+
+
+async def test_gated_steps_of_the_prefix_keep_their_decisions_and_a_later_one_asks_again(
+    stores: Stores,
+) -> None:
+    """The gated scenario (approve, answer, reject, edit, submit) forked at step 3: the prefix's
+    asks and answers are copied and carried out by nobody again; step 3's refund asks again,
+    the fork parks, and once approved it pays once."""
+    from polyloop.asking import RunParked, Verdict
+    from polyloop.session import approve, resume_or_park
+    from tests.asking_kit import GATED_SCENARIO, AboveLimit, drive_gated, gated_request
+
+    effects = Effects()
+    store = stores.open()
+    source = await drive_gated(store, "gated", effects, started=False)
+    assert StopReason.TASK_COMPLETED == source.stop_reason
+    executed = dict(effects.counts)
+    assert {"refund:80": 1, "refund:40": 1, "submit": 1} == executed
+    source_log = await stores.open().read_log("gated")
+    request = gated_request("gated-fork", effects, max_steps=20)
+    definition = _definition(
+        [RuntimeError("no model call before step 3")] * 3 + replies(*GATED_SCENARIO)[3:],
+        stores.open(),
+        name="b",
+    )
+    parked = await fork(
+        definition, request, source_run_id="gated", at_step=3, approval_policy=AboveLimit()
+    )
+    assert isinstance(parked, RunParked)
+    assert 3 == parked.ask.step
+    assert executed == dict(effects.counts)
+    log = await stores.open().read_log("gated-fork")
+    validate_log(log, "gated-fork")
+    assert _prefix(source_log, 3, "gated-fork") == _prefix(log, 3, "gated-fork")
+    assert [0, 1, 2, 3] == [a.step for a in log.asks]  # the prefix's three, and step 3's anew
+    assert [Verdict.APPROVE, Verdict.ANSWER, Verdict.REJECT] == [a.verdict for a in log.answers]
+    await approve(stores.open(), "gated-fork", arguments_sha256=parked.ask.arguments_sha256)  # type: ignore[arg-type]
+    again = await resume_or_park(
+        _definition(replies(*GATED_SCENARIO), stores.open(), name="b"),
+        request,
+        approval_policy=AboveLimit(),
+    )
+    assert isinstance(again, RunResult)
+    assert StopReason.TASK_COMPLETED == again.stop_reason
+    assert executed["refund:80"] == effects.counts["refund:80"]  # the prefix's, not again
+    assert 1 == effects.counts["refund:90"]  # the fork's own, approved as asked
+    assert 2 == effects.counts["submit"]
