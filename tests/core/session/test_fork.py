@@ -546,3 +546,79 @@ async def test_gated_steps_of_the_prefix_keep_their_decisions_and_a_later_one_as
     assert executed["refund:80"] == effects.counts["refund:80"]  # the prefix's, not again
     assert 1 == effects.counts["refund:90"]  # the fork's own, approved as asked
     assert 2 == effects.counts["submit"]
+
+
+def fork_agent(store: object, effects: Effects) -> tuple[AgentDefinition, RunRequest]:
+    """The agent of run ``fork`` (forked at step 2): it reads, then answers."""
+    script = [*_new_agent(2, "CALL read {}")[:3], *replies(*["x"] * 3, "FINAL: read")[3:]]
+    return _definition(script, store, name="b"), _request("fork", effects)
+
+
+async def _source_with_ledger(kind: str, where: str, ledger: str) -> None:
+    from tests.asking_kit import LedgerEffects
+
+    store = open_store(kind, where)
+    try:
+        effects = LedgerEffects(ledger)
+        tools = scenario_tools(effects)
+        request = make_request(SOURCE, tools=tools, executor=MixedExecutor(tools, effects))
+        await run(_definition(replies(*SCENARIO), store, name="a"), request)
+    finally:
+        await close_store(store)
+
+
+async def _resume_killed_fork(kind: str, where: str, ledger: str) -> None:
+    from tests.asking_kit import LedgerEffects
+
+    store = open_store(kind, where)
+    try:
+        log = await store.read_log("fork")
+        assert log.started is not None
+        assert 2 == len(log.steps)  # whole: the copy, then step 2 begun
+        definition, forked = fork_agent(store, LedgerEffects(ledger))
+        result = await resume(definition, forked)
+        assert StopReason.AGENT_FINISHED == result.stop_reason
+        log = await store.read_log("fork")
+        validate_log(log, "fork")
+        assert IntentKind.ACTION == log.steps[2].replayed_on_resume
+    finally:
+        await close_store(store)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["jsonl", "sqlite"])
+def test_a_fork_killed_mid_action_resumes_by_the_ordinary_rules(
+    kind: str, tmp_path: object
+) -> None:
+    """SIGKILL a process inside the fork's first own action (``read``, safe): the fork is
+    whole, resume executes that action again (its policy allows it) and nothing of the
+    source's prefix, by the fsynced ledger."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from tests.asking_kit import LedgerEffects
+    from tests.stores._procs import ROOT
+
+    where, ledger = str(tmp_path), os.path.join(str(tmp_path), "ledger")
+    asyncio.run(_source_with_ledger(kind, where, ledger))
+    lines = LedgerEffects(ledger)
+    assert ["write", "read", "code", "submit"] == lines.ledger()
+    child = subprocess.Popen(
+        [sys.executable, "-m", "tests.core.session._fork_child", kind, where, ledger],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None
+        line = child.stdout.readline()
+    finally:
+        os.kill(child.pid, signal.SIGKILL)
+        _, err = child.communicate()
+    assert "in-action\n" == line, err
+    assert ["write", "read", "code", "submit", "read"] == lines.ledger()
+    asyncio.run(_resume_killed_fork(kind, where, ledger))
+    assert ["write", "read", "code", "submit", "read", "read"] == lines.ledger()
