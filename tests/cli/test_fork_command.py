@@ -133,6 +133,9 @@ async def test_show_names_a_fork_cut_short_and_forking_again_completes_it(
     shown = _cli(sqlite_path, env, "show", "cut", "--json")
     assert False is shown.json()["fork"]["complete"]
     assert "incomplete fork" in _cli(sqlite_path, env, "show", "cut").stdout
+    refused = _cli(sqlite_path, env, "plan", "cut")
+    assert 15 == refused.code
+    assert "copy a crash cut short" in refused.stderr
     episode = json.dumps({"steps": 3})
     done = _cli(
         sqlite_path,

@@ -6,8 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from polyloop.ports import RunLog
+from polyloop_cli.errors import CliError, ExitCode, shown_id
 
-__all__ = ["WORLD_AS_IS", "fork_fields", "fork_json"]
+__all__ = ["WORLD_AS_IS", "fork_fields", "fork_json", "refuse_incomplete_fork"]
 
 #: What every fork's environment is at its fork step (design 0067).
 WORLD_AS_IS = (
@@ -70,3 +71,18 @@ def fork_json(log: RunLog) -> dict[str, Any] | None:
         "complete": _whole(log),
         "environment": "world_as_is",
     }
+
+
+def refuse_incomplete_fork(log: RunLog, run_id: str, refusal: str) -> None:
+    """Raise exit 15 (``<refusal> run <id>: …``) for a fork whose copy a crash cut short:
+    ``resume`` refuses it, a second ``fork`` with the same arguments completes it."""
+    if _whole(log):
+        return
+    started = log.started
+    assert started is not None
+    raise CliError(
+        ExitCode.RESUME_REFUSED,
+        f"{refusal} run {shown_id(run_id)}: it is a fork of {shown_id(str(started.forked_from_run_id))} "
+        f"at step {started.forked_at_step} whose copy a crash cut short; run the same "
+        "`polyloop fork` again to complete it.",
+    )
