@@ -227,11 +227,16 @@ class JsonlRunStore(DurableStore):
         # Each line is the one its own write would give: a RunFinished may refer to a step
         # earlier in the batch, which a crash cannot keep it without (a prefix survives).
         stored: Mapping[int, StepRecord] | None = self._stored_steps.of(run_id)
+        # Copied once, then added to: a batch of a thousand steps (a fork's copy) stays linear.
+        own: dict[int, StepRecord] | None = None
         lines: list[str] = []
         for record in records:
             lines.append(stored_line(record, stored))
             if type(record) is StepCompleted:
-                stored = {**(stored or {}), record.step.step_idx: record.step}
+                if own is None:
+                    own = dict(stored or {})
+                    stored = own
+                own[record.step.step_idx] = record.step
         data = ("\n".join(lines) + "\n").encode("utf-8")
         keys = tuple(record_key(record) for record in records)
         await self._submit(self._write_line, run_id, path, data, keys)
