@@ -37,6 +37,7 @@ SERIAL = (
     "cli/test_view_browser.py",
     "core/recovery/test_crash_matrix.py",
     "core/session/test_cancellation.py",
+    "core/session/test_fork.py",
     "core/session/test_run_leases.py",
     "stores/postgres/test_postgres_lease.py",
     "stores/postgres/test_postgres_server.py",

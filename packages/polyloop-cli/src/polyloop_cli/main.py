@@ -78,9 +78,11 @@ def _register() -> None:
     from polyloop_cli.demo import demo
     from polyloop_cli.edit import edit
     from polyloop_cli.export import export
+    from polyloop_cli.fork import fork_command
     from polyloop_cli.pending import pending
     from polyloop_cli.plan import plan
     from polyloop_cli.reject import reject
+    from polyloop_cli.replay import replay
     from polyloop_cli.resume import resume
     from polyloop_cli.runs import runs
     from polyloop_cli.show import show
@@ -104,6 +106,8 @@ def _register() -> None:
         edit,
         answer,
         resume,
+        replay,
+        fork_command,
     ):
         cli.add_command(command)
         _require_given(command)

@@ -40,6 +40,7 @@ from polyloop_cli.inspection import (
     step_row,
 )
 from polyloop_cli.invocation import command_lines, suggest
+from polyloop_cli.lineage import fork_fields, fork_json
 from polyloop_cli.render import GAP, Column, Fit, Output, status_text
 from polyloop_cli.stores import damaged_message, open_store, read_run, salvage
 
@@ -211,6 +212,7 @@ def show(
             "pending_ask": None if ask is None else ask_json(ask),
             "asks": asks_json(log),
             "conversation": [*shown.earlier_turns, run_id],
+            "fork": fork_json(log),
         }
         if shown.damage is not None:
             document["unreadable_records"] = list(shown.unreadable)
@@ -278,6 +280,7 @@ def _show_text(
             )
         )
         header.append(("user input", log.started.queued_input))
+    header += fork_fields(log)
     if log.finished is not None and log.finished.result.final_answer is not None:
         header.append(("final answer", log.finished.result.final_answer))
     usage = model_usage_fields(log)
