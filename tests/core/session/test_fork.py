@@ -535,7 +535,12 @@ async def test_gated_steps_of_the_prefix_keep_their_decisions_and_a_later_one_as
     assert _prefix(source_log, 3, "gated-fork") == _prefix(log, 3, "gated-fork")
     assert [0, 1, 2, 3] == [a.step for a in log.asks]  # the prefix's three, and step 3's anew
     assert [Verdict.APPROVE, Verdict.ANSWER, Verdict.REJECT] == [a.verdict for a in log.answers]
-    await approve(stores.open(), "gated-fork", arguments_sha256=parked.ask.arguments_sha256)  # type: ignore[arg-type]
+    await approve(
+        stores.open(),
+        "gated-fork",
+        step=parked.ask.step,
+        arguments_sha256=parked.ask.arguments_sha256,
+    )  # type: ignore[arg-type]
     again = await resume_or_park(
         _definition(replies(*GATED_SCENARIO), stores.open(), name="b"),
         request,
