@@ -38,7 +38,7 @@ CMAKE_OPTIONS="-DLLAVA_BUILD=OFF"
 # What the built environment was made from; a different one means rebuild.
 fingerprint() {
     {
-        sha256sum "$requirements" | cut -d' ' -f1
+        grep -v '^#' "$requirements" | sha256sum | cut -d' ' -f1
         echo "$CMAKE_OPTIONS"
         grep -m1 '^flags' /proc/cpuinfo || true
     } | sha256sum | cut -d' ' -f1
