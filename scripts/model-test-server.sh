@@ -4,8 +4,8 @@
 # installed once by the pinned uv into their own virtual environment under the cache directory
 # (not the workspace: a test server, kept out of uv.lock), with every package pinned by version
 # and hash in scripts/model-test-server.requirements.txt. llama-cpp-python is built from its
-# source distribution for this machine's CPU: about 4-8 minutes on 2 idle cores, once (design
-# record 0066); the venv is rebuilt when the requirements or the CPU's flags change.
+# source distribution for this machine's CPU: 4-8 minutes on 2 idle cores, 17 on 2 busy ones,
+# once (design record 0066); the venv is rebuilt when the pins or the CPU's flags change.
 #
 #   scripts/model-test-server.sh install        build the environment and the model if missing
 #   scripts/model-test-server.sh start [DIR]    new server with its files in DIR (default: a new
@@ -32,7 +32,7 @@ cache="${XDG_CACHE_HOME:-$HOME/.cache}/polyloop"
 venv="$cache/model-server-llama-cpp-python-$VERSION"
 model="$venv/$MODEL_FILE"
 # CMake builds llama.cpp for the CPU it runs on (-march=native): the build is valid only there.
-# LLAVA_BUILD=OFF: the multimodal library is not needed and costs a third of the build.
+# LLAVA_BUILD=OFF: the multimodal library is not needed.
 CMAKE_OPTIONS="-DLLAVA_BUILD=OFF"
 
 # What the built environment was made from; a different one means rebuild.
@@ -64,7 +64,7 @@ install() {
     local log="$cache/model-server-install.log" started
     started="$(date +%s)"
     say "building llama-cpp-python==$VERSION from source and the $MODEL_NAME model into $venv"
-    say "(once per machine: about 4-8 minutes on 2 idle cores; log in $log)"
+    say "(once per machine: 4-8 minutes on 2 idle cores, 17 on busy ones; log in $log)"
     rm -rf "$venv"
     {
         "$UV" venv -q --python 3.11 "$venv" &&
