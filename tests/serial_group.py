@@ -27,6 +27,7 @@ TESTS = Path(__file__).resolve().parent
 SERIAL = (
     "adapters/container",
     "adapters/gateway/test_gateway_streaming.py",
+    "adapters/gateway/test_real_model.py",
     "adapters/mcp/test_mcp_process_lifetime.py",
     "adapters/mcp/test_mcp_real_servers.py",
     "adapters/otel/test_batch_command.py",
