@@ -27,6 +27,7 @@ TESTS = Path(__file__).resolve().parent
 SERIAL = (
     "adapters/container",
     "adapters/gateway/test_gateway_streaming.py",
+    "adapters/gateway/test_real_model.py",
     "adapters/mcp/test_mcp_process_lifetime.py",
     "adapters/mcp/test_mcp_real_servers.py",
     "adapters/otel/test_batch_command.py",
@@ -39,6 +40,7 @@ SERIAL = (
     "console/test_driving.py",
     "core/recovery/test_crash_matrix.py",
     "core/session/test_cancellation.py",
+    "core/session/test_fork.py",
     "core/session/test_run_leases.py",
     "stores/postgres/test_postgres_lease.py",
     "stores/postgres/test_postgres_server.py",

@@ -16,7 +16,7 @@ from polyloop.stores.sqlite import SqliteRunStore
 from polyloop.types import ActionStatus
 from tests.batch._agents import build
 from tests.batch._kit import FACTORY, ROOT, batch_env
-from tests.cli._kit import Completed, assert_one_line_error, polyloop
+from tests.cli._kit import Completed, assert_one_line_error, pasted, polyloop, printed_commands
 from tests.stores._agent import ledger_effects as read_lines
 
 #: Long enough that the arguments fold; wide characters count two columns.
@@ -197,6 +197,42 @@ async def test_resume_parks_again_exits_14_and_refuses_another_agent_with_15(
     again = _resume(sqlite_path, env, episode)
     assert 14 == again.code, again.stderr
     assert "approval of pay at step 3" in again.stdout
+    assert "on a new ask (step 3)" in again.stderr
+
+
+async def test_resume_of_an_undecided_run_says_it_still_waits_on_the_same_ask(
+    sqlite_store: SqliteRunStore, sqlite_path: Path, env: dict[str, str]
+) -> None:
+    """Resumed before its ask is decided, a run parks on that same ask: exit 14, saying it
+    is not decided yet (not "a new ask"); the commands shown continue it with the agent given."""
+    episode = await _park(sqlite_store, "r-8", gated=True)
+    again = _resume(sqlite_path, env, episode)
+    assert_one_line_error(again, 14)
+    assert "still waits for a person: its ask (step 1) is not decided yet" in again.stderr
+    assert "new ask" not in again.stderr + again.stdout
+    assert f"--agent {FACTORY}" in again.stdout
+
+
+async def test_edit_prints_the_edited_arguments_and_a_resume_command_with_its_agent(
+    sqlite_store: SqliteRunStore, sqlite_path: Path, env: dict[str, str], tmp_path: Path
+) -> None:
+    """`edit` confirms the arguments it approved (not the asked ones), and the resume command
+    it prints carries the --agent and --episode it was given: pasted, the edited call runs."""
+    episode = await _park(sqlite_store, "r-9", gated=True, ledger=str(tmp_path / "ledger"))
+    data = json.dumps({k: v for k, v in episode.items() if k != "run_id"})
+    agent = ("--agent", FACTORY, "--episode", data)
+    edited = _cli(
+        sqlite_path, env, "edit", "r-9", "--step", "1", "--arguments", '{"n": 99}', *agent
+    )
+    assert 0 == edited.code, edited.stderr
+    assert "approved with edited arguments" in edited.stdout
+    assert '"n": 99' in edited.stdout
+    assert '"n": 1' not in edited.stdout
+    lines = edited.stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.endswith("e.g. with:"))
+    (resume,) = printed_commands(lines[start + 1 :])
+    assert 0 == pasted(resume, env=env, cwd=ROOT).code
+    assert [99] == [line["n"] for line in _pays(tmp_path)]
 
 
 async def test_runs_show_and_plan_explain_a_parked_run(
@@ -325,8 +361,10 @@ async def test_the_page_of_a_parked_run_names_the_ask_by_its_step(
     page = tmp_path / "r-10.html"
     assert 0 == _cli(sqlite_path, env, "view", "r-10", "-o", str(page)).code
     shown = page.read_text(encoding="utf-8")
-    assert "waits on the approval ask of step 1 (pay)" in shown
-    assert "<code>--step 1</code>" in shown
+    assert "waiting for approval since" in shown
+    assert "none yet; decide it naming --step 1" in shown
     assert 0 == _cli(sqlite_path, env, "approve", "r-10", "--step", "1").code
     assert 0 == _cli(sqlite_path, env, "view", "r-10", "-o", str(page)).code
-    assert "waits on the" not in page.read_text(encoding="utf-8")
+    decided = page.read_text(encoding="utf-8")
+    assert "decide it naming" not in decided
+    assert "waiting for approval since" not in decided

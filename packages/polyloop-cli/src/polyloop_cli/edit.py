@@ -14,6 +14,7 @@ from polyloop_cli.agents import opened_agent
 from polyloop_cli.command_kit import run_coroutine
 from polyloop_cli.deciding import (
     Deciding,
+    agent_option_words,
     decide,
     deciding_options,
     report_decision,
@@ -66,5 +67,6 @@ def edit(run_id: str, arguments_json: str, prefix: str | None, deciding: Decidin
                 decided_by=deciding.decided_by,
             )
 
-    ask, answered = run_coroutine(decide(choice, run_id, prefix, record, step=deciding.step))
-    report_decision(Output(as_json=deciding.as_json), choice, ask, answered)
+    ask, answered, _ = run_coroutine(decide(choice, run_id, prefix, record, step=deciding.step))
+    given = agent_option_words(agent, deciding.episode_json)
+    report_decision(Output(as_json=deciding.as_json), choice, ask, answered, agent=given)

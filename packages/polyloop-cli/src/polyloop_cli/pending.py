@@ -14,7 +14,7 @@ import click
 
 from polyloop.asking import UserAsked
 from polyloop.recovery import pending_ask
-from polyloop_cli.asks import ask_block, ask_json
+from polyloop_cli.asks import ask_block, ask_json, known_agent
 from polyloop_cli.command_kit import (
     StoreChoice,
     json_option,
@@ -37,11 +37,14 @@ class _Found:
     total: int
     #: Run files that cannot be read at all.
     unreadable: list[str]
+    #: The ``--agent``/``--episode`` words that continue a run, by run id, where known.
+    agents: dict[str, tuple[str, ...]]
 
 
 async def _collect(choice: StoreChoice) -> _Found:
     asks: list[UserAsked] = []
     damaged: list[str] = []
+    agents: dict[str, tuple[str, ...]] = {}
     async with open_store(choice.url, missing_advice=choice.missing_advice) as opened:
         listing = await list_run_ids(opened, choice.url)
         for run_id in listing.run_ids:
@@ -52,7 +55,10 @@ async def _collect(choice: StoreChoice) -> _Found:
             ask = pending_ask(read.log)
             if ask is not None:
                 asks.append(ask)
-    return _Found(asks, damaged, len(listing.run_ids), list(listing.unreadable))
+                words = known_agent(read.log, choice.url)
+                if words is not None:
+                    agents[run_id] = words
+    return _Found(asks, damaged, len(listing.run_ids), list(listing.unreadable), agents)
 
 
 @click.command()
@@ -84,6 +90,6 @@ def pending(store: str | None, as_json: bool) -> None:
         output.line(f"{len(asks)} run(s) in {choice.url} wait for a person:")
     for ask in [] if as_json else asks:
         output.line()
-        ask_block(output, ask, choice.option)
+        ask_block(output, ask, choice.option, found.agents.get(ask.run_id))
     if found.damaged or found.unreadable:
         raise untrusted_listing(choice, found.damaged, found.total, found.unreadable)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import csv
 import os
+import sys
 import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -167,7 +168,7 @@ async def _spool(table: StepTable, spool: IO[bytes]) -> tuple[int, set[str]]:
     return count, keys
 
 
-def _spool_file(directory: Path) -> IO[bytes]:
+def _spool_file(directory: Path | None) -> IO[bytes]:
     try:
         # Closed by the caller's ``with``.
         return tempfile.TemporaryFile(dir=directory, prefix=".polyloop-steps-")
@@ -178,8 +179,13 @@ def _spool_file(directory: Path) -> IO[bytes]:
         ) from None
 
 
-def _finish(fmt: str, columns: Sequence[str], spool: IO[bytes], output: Path) -> None:
-    """Write the spooled rows to a file beside ``output``, then put it in ``output``'s place."""
+def _finish(fmt: str, columns: Sequence[str], spool: IO[bytes], output: Path | None) -> None:
+    """Write the spooled rows to a file beside ``output``, then put it in ``output``'s place;
+    ``None``: to stdout."""
+    if output is None:
+        write_rows(fmt, sys.stdout.buffer, columns, _spooled(spool))
+        sys.stdout.buffer.flush()
+        return
     with tempfile.NamedTemporaryFile(
         dir=output.parent, prefix=".polyloop-steps-", delete=False
     ) as target:
@@ -192,12 +198,18 @@ def _finish(fmt: str, columns: Sequence[str], spool: IO[bytes], output: Path) ->
 
 
 async def write_table(
-    url: StoreUrl, run_ids: Sequence[str] | None, fmt: str, output: Path, *, missing_advice: str
+    url: StoreUrl,
+    run_ids: Sequence[str] | None,
+    fmt: str,
+    output: Path | None,
+    *,
+    missing_advice: str,
 ) -> tuple[StepTable, int]:
     """Write the table of ``run_ids`` (all runs when ``None``) of the store at ``url`` to
-    ``output`` in ``fmt``; returns the table (its ``unreadable`` and ``missing``) and the row
-    count. The file appears whole or not at all (written beside, then renamed)."""
-    with _spool_file(output.parent) as spool:
+    ``output`` in ``fmt`` (``None``: stdout); returns the table (its ``unreadable`` and
+    ``missing``) and the row count. The file appears whole or not at all (written beside, then
+    renamed); stdout gets the rows once every run is read."""
+    with _spool_file(None if output is None else output.parent) as spool:
         async with open_store(url, missing_advice=missing_advice) as store:
             table = StepTable(store, run_ids)
             try:
@@ -235,11 +247,14 @@ def _damage_detail(unreadable: Sequence[Unreadable]) -> str:
     required=True,
     help="parquet (needs polyloop-cli[parquet]), csv or jsonl.",
 )
-@output_option("The file to write (replaced whole when the table is written).", required=True)
+@output_option(
+    "The file to write (replaced whole when the table is written). Without it, csv and jsonl "
+    "go to stdout."
+)
 @store_option_saying(STORE_AS_FOR_RUNS)
 @json_option_saying("Print a JSON summary instead of a line.")
 def steps(
-    run_ids: tuple[str, ...], fmt: str, output_path: Path, store: str | None, as_json: bool
+    run_ids: tuple[str, ...], fmt: str, output_path: Path | None, store: str | None, as_json: bool
 ) -> None:
     """Write every StepRecord of the selected runs as one table: run_id, every StepRecord
     field, stop_reason, the model-binding keys, finish_reason, replayed_on_resume, run_status
@@ -248,6 +263,13 @@ def steps(
     Read it with pandas.read_parquet, polars.read_parquet or DuckDB; from Python without the
     CLI, polyloop.stores.step_table.StepTable gives the same rows.
     """
+    if output_path is None and fmt == "parquet":
+        raise click.UsageError("--format parquet writes a binary file: give it with -o PATH.")
+    if output_path is None and as_json:
+        raise click.UsageError(
+            "--json summarizes a table written to a file: give -o PATH, or leave --json out to "
+            "get the table on stdout."
+        )
     if fmt == "parquet":
         _parquet_modules()
     choice = store_choice(store)
@@ -269,6 +291,9 @@ def steps(
                 "missing": list(table.missing),
             }
         )
+    elif output_path is None:
+        for part in table.unreadable:  # stdout holds the table
+            output.note(f"unreadable: {part.describe()}", style="red")
     else:
         output.line(f"wrote {count} steps of {table.runs_read} runs to {output_path} ({fmt}).")
         for part in table.unreadable:

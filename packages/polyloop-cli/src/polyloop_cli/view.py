@@ -38,7 +38,7 @@ from polyloop_cli.stores import (
 )
 from polyloop_cli.view_page import RunEntry, RunPage, index_page, run_page, run_tokens
 
-__all__ = ["page_name", "view"]
+__all__ = ["default_page", "page_name", "view"]
 
 #: The page of every run lives here, under the directory of ``view --all``.
 RUNS_DIRECTORY = "runs"
@@ -49,6 +49,18 @@ def page_name(run_id: str) -> str:
     slug = re.sub(r"[^A-Za-z0-9_-]+", "-", run_id)[:40].strip("-") or "run"
     digest = hashlib.sha256(run_id.encode("utf-8", "surrogatepass")).hexdigest()[:12]
     return f"{slug}.{digest}.html"
+
+
+#: A run id that is a file name as it is (no path, no hidden file, no shell quoting needed).
+_PLAIN_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}")
+
+
+def default_page(run_id: str) -> Path:
+    """Where ``view RUN_ID`` writes without -o: ``./RUN_ID.html`` for a run id of letters,
+    digits, ``.``, ``-`` and ``_``; any other, :func:`page_name`."""
+    if _PLAIN_ID.fullmatch(run_id):
+        return Path(f"{run_id}.html")
+    return Path(page_name(run_id))
 
 
 def _write(path: Path, html: str) -> None:
@@ -155,8 +167,9 @@ async def _write_all(
     "--all", "every", is_flag=True, help="Every run: a list page linking to one page per run."
 )
 @output_option(
-    "The page to write (default ./<run>.html); with --all, a directory (default "
-    "./polyloop-view) that gets index.html and runs/.",
+    "The page to write (default ./RUN_ID.html; a run id with other characters than letters, "
+    "digits, '.', '-' and '_' gets its safe characters and a digest); with --all, a directory "
+    "(default ./polyloop-view) that gets index.html and runs/.",
     file=False,
 )
 @store_option_saying(STORE_AS_FOR_RUNS)
@@ -229,7 +242,7 @@ def view(
             f"no run {shown_id(run_id)} in the {url.kind} store at {url.location}; list the "
             f"runs with `{suggest('runs', *option)}`.",
         )
-    path = output_path or Path(page_name(run_id))
+    path = output_path or default_page(run_id)
     _write(path, run_page(page))
     if as_json:
         output.json(
