@@ -31,7 +31,7 @@ SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Inspect runs", ("runs", "show", "plan", "verify", "view")),
     ("Export tables", ("export", "steps")),
     ("Decide what a parked run waits for", ("pending", "approve", "reject", "edit", "answer")),
-    ("Drive runs with your agent", ("resume", "batch")),
+    ("Drive runs with your agent", ("resume", "batch", "fork", "replay")),
     # Added by polyloop-console (the polyloop.commands entry points), or a stub saying so.
     ("Operator console", ("serve", "worker")),
 )
