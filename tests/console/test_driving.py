@@ -2,8 +2,10 @@
 
 Real worker processes on a real SQLite store: a decided run is carried out once and finishes;
 two workers racing over the same runs still execute each approved refund exactly once (the
-lease: one driver per run); a worker SIGKILLed inside the approved refund leaves the run to
-the next worker, which does not run the refund again (replay policy ``never``).
+lease: one driver per run); a worker, or the console resuming after a click, SIGKILLed inside
+the approved refund leaves the run to the next worker, which does not run the refund again
+(replay policy ``never``); a decision made in a console without ``--agent`` is carried out by
+a worker.
 """
 
 from __future__ import annotations
@@ -158,3 +160,41 @@ def test_a_decision_made_in_the_console_is_carried_out_by_the_worker(tmp_path: P
 async def _read(store: Path, run_id: str):  # type: ignore[no-untyped-def]
     async with SqliteRunStore(store) as opened:
         return await opened.read_log(run_id)
+
+
+def test_a_console_killed_inside_the_refund_leaves_the_run_to_a_worker(tmp_path: Path) -> None:
+    """The server resumes after the click and is SIGKILLed inside the approved refund; a
+    worker then takes the run over and does not refund again."""
+    from tests.console._kit import serve, signed_in
+
+    home, ledger = tmp_path / "home", tmp_path / "ledger"
+    store = home / "runs.sqlite"
+    home.mkdir()
+    asyncio.run(park(store, "r-server", ledger, ONE_REFUND))
+    hanging = episode(ledger, ONE_REFUND, hang_on="refund:80")
+    served = serve(home, store, "--agent", AGENT, "--episode", hanging)
+    try:
+        with signed_in(served) as client:
+            page = client.get("/").text
+            ask = asyncio.run(_read(store, "r-server")).asks[0]
+            fields = {
+                "csrf": page.split('name="csrf" value="', 1)[1].split('"', 1)[0],
+                "run_id": "r-server",
+                "step": str(ask.step),
+                "arguments_sha256": ask.arguments_sha256,
+                "verdict": "approve",
+            }
+            assert 303 == client.post("/decide", data=fields).status_code
+        wait_for(lambda: "in-action" in served.stdout.read_text(), "the refund to start")
+        os.kill(served.process.pid, signal.SIGKILL)
+        served.process.wait()
+    finally:
+        served.stop()
+    assert ["refund:80"] == ledger_lines(ledger)
+    following = _worker(home, store, episode(ledger, ONE_REFUND), "--once")
+    try:
+        assert 0 == following.wait(timeout=120)
+    finally:
+        _stop(following)
+    assert StopReason.RESUME_STATE_UNKNOWN == _finished(store, "r-server")
+    assert ["refund:80"] == ledger_lines(ledger)
