@@ -36,6 +36,8 @@ SERIAL = (
     "batch",
     "cli/test_demo.py",
     "cli/test_view_browser.py",
+    "console/test_browser.py",
+    "console/test_driving.py",
     "core/recovery/test_crash_matrix.py",
     "core/session/test_cancellation.py",
     "core/session/test_fork.py",
