@@ -2,19 +2,27 @@
 # The whole test suite and every quality gate: what CI runs and what the README names.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Bytecode is written and reused (design record 0063): with PYTHONDONTWRITEBYTECODE=1 inherited
+# from the caller's environment, each of the suite's hundreds of Python processes (CLI runs,
+# children, SIGKILLed workers) would compile everything it imports from source again.
+unset PYTHONDONTWRITEBYTECODE
 # What the tests need beyond Python (sandbox backends, PostgreSQL's binaries): installed here when
 # this user may (root, passwordless sudo), else one line per missing part with the command that
-# provides it, and nothing else is run.
+# provides it, and nothing else is run. Each part is tried, not only found.
 bash scripts/preflight.sh || { echo "test.sh: stopped before any test ran" >&2; exit 1; }
 source scripts/bootstrap-uv.sh
 # The tools below (contract-suite/run.sh, the wheel-building tests) find the same uv on PATH.
 PATH="$(dirname "$UV"):$PATH"
 export PATH
 "$UV" sync --all-packages --frozen
+# mypy's cache outlives the clone (CI clones afresh each time); an entry is used only for a file
+# whose contents it was made from.
+export MYPY_CACHE_DIR="${MYPY_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/polyloop/mypy}"
 # PostgreSQL for the postgres store's tests: a throwaway cluster unless the caller names a server.
 # A cluster that does not start stops the run here, with the cluster script's own message.
-pg_dir="" phoenix_dir=""
+pg_dir="" phoenix_dir="" gates_dir=""
 cleanup() {
+    [ -z "$gates_dir" ] || rm -rf "$gates_dir"
     [ -z "$phoenix_dir" ] || bash scripts/phoenix-test-server.sh stop "$phoenix_dir"
     [ -z "$pg_dir" ] || bash scripts/postgres-test-cluster.sh stop "$pg_dir"
 }
@@ -27,17 +35,15 @@ if [ -z "${POLYLOOP_TEST_POSTGRES_URL:-}" ]; then
     export POLYLOOP_TEST_POSTGRES_URL="$(cat "$pg_dir/url")"
 fi
 # Phoenix, the OpenTelemetry sink's real receiver, takes a minute or more to start: started in
-# the background now, so that the minute overlaps the gates, and waited for before pytest.
+# the background now, so that the minute overlaps the gates and the parallel part, and waited
+# for before the alone part, where its only tests are (tests/adapters/otel/test_phoenix.py).
 if [ -z "${POLYLOOP_TEST_PHOENIX_URL:-}" ]; then
     phoenix_dir="$(mktemp -d "${TMPDIR:-/tmp}/polyloop-phoenix.XXXXXX")"
     bash scripts/phoenix-test-server.sh start "$phoenix_dir" >/dev/null 2>"$phoenix_dir.log" &
     phoenix_start=$!
 fi
-echo "== ruff"; "$UV" run --frozen ruff format --check . && "$UV" run --frozen ruff check .
-echo "== import-linter"; "$UV" run --frozen lint-imports
-echo "== mypy --strict"; "$UV" run --frozen mypy
-echo "== contract suite (our implementations through the installed plugin)"; bash contract-suite/run.sh -q
-if [ -n "$phoenix_dir" ]; then
+wait_for_phoenix() {
+    [ -n "$phoenix_dir" ] || return 0
     wait "$phoenix_start" || {
         cat "$phoenix_dir.log" >&2
         echo "test.sh: the throwaway Phoenix server did not start (see above), so no test was run" >&2
@@ -46,7 +52,28 @@ if [ -n "$phoenix_dir" ]; then
     }
     rm -f "$phoenix_dir.log"
     export POLYLOOP_TEST_PHOENIX_URL="$(cat "$phoenix_dir/url")"
-fi
+}
+# The gates are single-threaded processes: they run side by side (two cores), each one's output
+# printed whole in this order; one that fails stops the run before pytest, as before.
+gates_dir="$(mktemp -d "${TMPDIR:-/tmp}/polyloop-gates.XXXXXX")"
+gate_pids=()
+gate() {
+    local name="$1"
+    shift
+    { "$@" >"$gates_dir/$name" 2>&1; echo $? >"$gates_dir/$name.rc"; } &
+    gate_pids+=("$!")
+}
+gate ruff bash -c '"$UV" run --frozen ruff format --check . && "$UV" run --frozen ruff check .'
+gate import-linter "$UV" run --frozen lint-imports
+gate "mypy --strict" "$UV" run --frozen mypy
+gate "contract suite (our implementations through the installed plugin)" bash contract-suite/run.sh -q
+gates=(ruff import-linter "mypy --strict" "contract suite (our implementations through the installed plugin)")
+for name in "${gates[@]}"; do
+    until [ -f "$gates_dir/$name.rc" ]; do sleep 0.2; done
+    echo "== $name"
+    cat "$gates_dir/$name"
+    [ "$(cat "$gates_dir/$name.rc")" = 0 ] || { wait "${gate_pids[@]}"; exit 1; }
+done
 # pytest in two parts (design record 0042): every test that may share the machine, on every core;
 # then, alone in one process, those whose verdict depends on time or racing processes
 # (tests/serial_group.py). Arguments go to both; a selection holding no test of one part is
@@ -60,6 +87,7 @@ pytest_part() {
 }
 selection=no; [ "$#" -gt 0 ] && selection=yes
 echo "== pytest (in parallel)"; pytest_part -n auto --dist loadfile --test-group=parallel "$@"
+wait_for_phoenix
 # No snapshot test runs alone: the parallel part judges unused snapshots; here syrupy would
 # count the deselected snapshot tests' snapshots as unused, so it only warns.
 echo "== pytest (alone)"; pytest_part -p no:xdist --test-group=serial --snapshot-warn-unused "$@"

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The whole suite as on a fresh machine: a fresh clone of one commit, run under `env -i` with
+# PATH=/usr/bin:/bin and a new, empty HOME in a temporary directory, so no user cache is used:
+# not uv's (every wheel is downloaded again, and the pinned uv itself), not Phoenix's
+# environment, not mypy's. Only the system (Debian's python3, the preflight's packages) is shared.
+#
+#   scripts/fresh-clone-test.sh [COMMIT] [-- COMMAND...]
+#
+# COMMIT defaults to HEAD of this checkout; COMMAND to `bash scripts/test.sh`. Prints the elapsed
+# time and PASSED or FAILED last; exits with the command's status.
+set -uo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+commit=HEAD
+if [ "$#" -gt 0 ] && [ "$1" != -- ]; then commit="$1"; shift; fi
+[ "${1:-}" = -- ] && shift
+command=("$@")
+[ "${#command[@]}" -gt 0 ] || command=(bash scripts/test.sh)
+say() { echo "fresh-clone-test: $*"; }
+
+sha="$(git -C "$here" rev-parse --verify --quiet "$commit^{commit}")" || {
+    say "no commit $commit in $here"
+    exit 2
+}
+work="$(mktemp -d "${TMPDIR:-/tmp}/polyloop-fresh.XXXXXX")"
+# The cluster runs as another user when this is root: it must be able to enter the clone's parents.
+chmod 755 "$work"
+trap 'rm -rf "$work"' EXIT
+git clone --quiet --no-hardlinks "$here" "$work/clone" && git -C "$work/clone" checkout --quiet "$sha" || {
+    say "could not clone $here at $sha"
+    exit 2
+}
+mkdir "$work/home"
+say "commit $sha in $work/clone, HOME=$work/home, PATH=/usr/bin:/bin: ${command[*]}"
+started="$(date +%s)"
+(cd "$work/clone" && env -i "HOME=$work/home" "PATH=/usr/bin:/bin" "${command[@]}")
+status=$?
+elapsed=$(($(date +%s) - started))
+verdict=PASSED
+[ "$status" = 0 ] || verdict="FAILED (exit $status)"
+say "$verdict in $((elapsed / 60)) min $((elapsed % 60)) s ($elapsed s), commit $sha"
+exit "$status"
