@@ -35,6 +35,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     serial_group.mark_and_select(config, items)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    kinds.running(item)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    kinds.running(None)
+
+
 @pytest.fixture(autouse=True)
 def _no_xdist_identity_for_child_processes(monkeypatch: pytest.MonkeyPatch) -> None:
     """A pytest a test starts in a subprocess must not believe it is an xdist worker.

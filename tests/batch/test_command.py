@@ -134,6 +134,7 @@ def test_a_failing_episode_is_reported_and_the_exit_status_says_so(
     assert {"ep-0000": "recorded", "ep-0001": "error", "ep-0002": "recorded"} == statuses
 
 
+@pytest.mark.server
 def test_a_postgresql_store_url_drives_the_batch_and_never_prints_its_password(
     tmp_path: Path, env: dict[str, str]
 ) -> None:

@@ -24,6 +24,7 @@ import pytest
 from psycopg import sql
 
 from polyloop.stores.postgres import PostgresRunStore
+from tests import kinds
 
 URL_VARIABLE = "POLYLOOP_TEST_POSTGRES_URL"
 PREFIX_VARIABLE = "POLYLOOP_TEST_POSTGRES_PREFIX"
@@ -61,6 +62,7 @@ def claim_session_prefix() -> str:
 
 def server_url() -> str:
     """The shared server's URL; fails the test (or the child process) when there is none."""
+    kinds.require_server_marker("PostgreSQL")
     url = os.environ.get(URL_VARIABLE)
     if not url:
         if os.environ.get("PYTEST_CURRENT_TEST") is not None:
