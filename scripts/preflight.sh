@@ -139,7 +139,7 @@ broken_parts() {
         echo "Docker Engine answers but cannot run a container: $(first_words <<<"$said")|${sudo}bash scripts/preflight.sh install (restarts dockerd with the vfs storage driver when the default one fails; its log: /var/log/polyloop-dockerd*.log)"
     fi
     if bash "$here/postgres-test-cluster.sh" bindir >/dev/null 2>&1 && ! said="$(cluster_starts)"; then
-        echo "PostgreSQL's binaries do not start a cluster (initdb, pg_ctl): $(first_words <<<"$said")|read the lines above; or point POLYLOOP_TEST_POSTGRES_URL at a server of your own"
+        echo "PostgreSQL's binaries do not start a cluster (initdb, pg_ctl): $(first_words <<<"$said")|bash scripts/postgres-test-cluster.sh start, which says why in full (the tests that stop and restart a server start clusters of their own, so a server named by POLYLOOP_TEST_POSTGRES_URL does not replace the binaries)"
     fi
     if [ -n "$(chromium_path)" ] && ! said="$(page_renders)"; then
         echo "chromium does not render a page (headless --dump-dom): $(first_words <<<"$said")|${sudo}apt-get install -y --reinstall chromium (and its libraries: apt-get -f install)"

@@ -33,7 +33,6 @@ SERIAL = (
     "batch",
     "cli/test_demo.py",
     "cli/test_view_browser.py",
-    "core/recovery/test_crash_matrix.py",
     "core/session/test_cancellation.py",
     "core/session/test_run_leases.py",
     "stores/postgres/test_postgres_lease.py",

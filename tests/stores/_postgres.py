@@ -109,7 +109,7 @@ def drop_schemas(names: set[str] | list[str], url: str | None = None) -> None:
 def drop_used_schemas() -> None:
     """Drop the schemas this process used in the test that just ended."""
     if USED_SCHEMAS and os.environ.get(URL_VARIABLE):
-        drop_schemas(USED_SCHEMAS)
+        drop_schemas(USED_SCHEMAS, os.environ[URL_VARIABLE])
     USED_SCHEMAS.clear()
 
 
@@ -118,14 +118,16 @@ def sweep_session_schemas() -> None:
     if not os.environ.get(URL_VARIABLE) or PREFIX_VARIABLE not in os.environ:
         return
     pattern = session_prefix().replace("_", r"\_") + r"\_%"
-    with admin() as connection:
+    # The clean-up after the session's last test, whatever that test was: named explicitly.
+    url = os.environ[URL_VARIABLE]
+    with admin(url) as connection:
         names = [
             name
             for (name,) in connection.execute(
                 "SELECT nspname FROM pg_namespace WHERE nspname LIKE %s", (pattern,)
             )
         ]
-    drop_schemas(names)
+    drop_schemas(names, url)
 
 
 def wait_until_sessions_end(process_id: int, timeout: float = 10.0) -> None:
