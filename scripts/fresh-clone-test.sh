@@ -21,18 +21,21 @@ sha="$(git -C "$here" rev-parse --verify --quiet "$commit^{commit}")" || {
     say "no commit $commit in $here"
     exit 2
 }
-work="$(mktemp -d "${TMPDIR:-/tmp}/polyloop-fresh.XXXXXX")"
+# A short path: the CLI's suggested commands start with the clone's absolute path, and
+# tests/cli/test_layout.py wants them within 80 columns (with a clone path of more than about 21
+# characters a run id is folded onto a line of its own).
+work="$(mktemp -d /tmp/plf.XXXXXX)"
 # The cluster runs as another user when this is root: it must be able to enter the clone's parents.
 chmod 755 "$work"
 trap 'rm -rf "$work"' EXIT
-git clone --quiet --no-hardlinks "$here" "$work/clone" && git -C "$work/clone" checkout --quiet "$sha" || {
+git clone --quiet --no-hardlinks "$here" "$work/c" && git -C "$work/c" checkout --quiet "$sha" || {
     say "could not clone $here at $sha"
     exit 2
 }
 mkdir "$work/home"
-say "commit $sha in $work/clone, HOME=$work/home, PATH=/usr/bin:/bin: ${command[*]}"
+say "commit $sha in $work/c, HOME=$work/home, PATH=/usr/bin:/bin: ${command[*]}"
 started="$(date +%s)"
-(cd "$work/clone" && env -i "HOME=$work/home" "PATH=/usr/bin:/bin" "${command[@]}")
+(cd "$work/c" && env -i "HOME=$work/home" "PATH=/usr/bin:/bin" "${command[@]}")
 status=$?
 elapsed=$(($(date +%s) - started))
 verdict=PASSED

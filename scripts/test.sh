@@ -17,6 +17,8 @@ took() {
 # here when this user may (root, passwordless sudo), else one line per missing part with the
 # command that provides it, and nothing else is run. Each part is tried, not only found.
 bash scripts/preflight.sh || { echo "test.sh: stopped before any test ran" >&2; exit 1; }
+# The tests run system tools too (runuser, dockerd): found whatever PATH the caller had (`env -i`).
+source scripts/sbin-path.sh
 source scripts/bootstrap-uv.sh
 # The tools below (the wheel-building tests, the contract kit's runs) find the same uv on PATH.
 PATH="$(dirname "$UV"):$PATH"

@@ -60,7 +60,9 @@ def stand_in(tree: Path, name: str, body: str = "exit 0") -> None:
 
 def run_rootless(tree: Path, *command: str) -> subprocess.CompletedProcess[str]:
     """``command`` in ``tree`` as a user who is not root, with PATH=tree/bin only."""
-    as_user = ["runuser", "-u", "nobody", "--"] if os.geteuid() == 0 else []
+    # runuser is in /usr/sbin, which PATH may lack (`env -i PATH=/usr/bin:/bin`).
+    runuser = shutil.which("runuser") or "/usr/sbin/runuser"
+    as_user = [runuser, "-u", "nobody", "--"] if os.geteuid() == 0 else []
     return subprocess.run(
         [*as_user, "/usr/bin/env", "-i", f"PATH={tree / 'bin'}", "HOME=/nonexistent", *command],
         cwd=tree,
