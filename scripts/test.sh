@@ -74,7 +74,8 @@ gate_pids=()
 gate() {
     local name="$1"
     shift
-    { "$@" >"$gates_dir/$name" 2>&1; echo $? >"$gates_dir/$name.rc"; } &
+    # `|| rc=$?`: under `set -e` a failing gate would end its subshell before writing its status.
+    { local rc=0; "$@" >"$gates_dir/$name" 2>&1 || rc=$?; echo "$rc" >"$gates_dir/$name.rc"; } &
     gate_pids+=("$!")
 }
 gate ruff bash -c '"$UV" run --frozen ruff format --check . && "$UV" run --frozen ruff check .'
