@@ -4,13 +4,22 @@
 # not uv's (every wheel is downloaded again, and the pinned uv itself), not Phoenix's
 # environment, not mypy's. Only the system (Debian's python3, the preflight's packages) is shared.
 #
-#   scripts/fresh-clone-test.sh [COMMIT] [-- COMMAND...]
+#   scripts/fresh-clone-test.sh [--shared-uv-cache] [COMMIT] [-- COMMAND...]
 #
 # COMMIT defaults to HEAD of this checkout; COMMAND to `bash scripts/test.sh`. Prints the elapsed
-# time and PASSED or FAILED last; exits with the command's status.
+# time and PASSED or FAILED last; exits with the command's status. --shared-uv-cache keeps this
+# machine's uv cache (UV_CACHE_DIR, as .ci/check-fresh-clone does): no wheel is downloaded or
+# built again (the test model's llama-cpp-python takes minutes to build), every other cache is
+# still new.
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 commit=HEAD
+shared=()
+if [ "${1:-}" = --shared-uv-cache ]; then
+    source "$here/scripts/bootstrap-uv.sh" >/dev/null
+    shared=("UV_CACHE_DIR=$("$UV" cache dir)")
+    shift
+fi
 if [ "$#" -gt 0 ] && [ "$1" != -- ]; then commit="$1"; shift; fi
 [ "${1:-}" = -- ] && shift
 command=("$@")
@@ -35,7 +44,7 @@ git clone --quiet --no-hardlinks "$here" "$work/c" && git -C "$work/c" checkout 
 mkdir "$work/home"
 say "commit $sha in $work/c, HOME=$work/home, PATH=/usr/bin:/bin: ${command[*]}"
 started="$(date +%s)"
-(cd "$work/c" && env -i "HOME=$work/home" "PATH=/usr/bin:/bin" "${command[@]}")
+(cd "$work/c" && env -i "HOME=$work/home" "PATH=/usr/bin:/bin" "${shared[@]}" "${command[@]}")
 status=$?
 elapsed=$(($(date +%s) - started))
 verdict=PASSED

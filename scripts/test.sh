@@ -29,9 +29,10 @@ export PATH
 export MYPY_CACHE_DIR="${MYPY_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/polyloop/mypy}"
 # PostgreSQL for the postgres store's tests: a throwaway cluster unless the caller names a server.
 # A cluster that does not start stops the run here, with the cluster script's own message.
-pg_dir="" phoenix_dir="" gates_dir=""
+pg_dir="" phoenix_dir="" model_dir="" gates_dir=""
 cleanup() {
     [ -z "$gates_dir" ] || rm -rf "$gates_dir"
+    [ -z "$model_dir" ] || bash scripts/model-test-server.sh stop "$model_dir"
     [ -z "$phoenix_dir" ] || bash scripts/phoenix-test-server.sh stop "$phoenix_dir"
     [ -z "$pg_dir" ] || bash scripts/postgres-test-cluster.sh stop "$pg_dir"
 }
@@ -51,6 +52,26 @@ if [ -z "${POLYLOOP_TEST_PHOENIX_URL:-}" ]; then
     bash scripts/phoenix-test-server.sh start "$phoenix_dir" >/dev/null 2>"$phoenix_dir.log" &
     phoenix_start=$!
 fi
+# The real model (Gemma 3 270M on llama-cpp-python's server), likewise: seconds to start once
+# its environment is built (cached; the first build on a machine takes minutes, design 0066).
+# Its tests (tests/adapters/gateway/test_real_model.py, tests/batch/test_real_model.py) are in
+# the alone part too.
+if [ -z "${POLYLOOP_TEST_MODEL_URL:-}" ]; then
+    model_dir="$(mktemp -d "${TMPDIR:-/tmp}/polyloop-model.XXXXXX")"
+    bash scripts/model-test-server.sh start "$model_dir" >/dev/null 2>"$model_dir.log" &
+    model_start=$!
+fi
+wait_for_model() {
+    [ -n "$model_dir" ] || return 0
+    wait "$model_start" || {
+        cat "$model_dir.log" >&2
+        echo "test.sh: the throwaway model server did not start (see above), so no test was run" >&2
+        rm -f "$model_dir.log"
+        exit 1
+    }
+    rm -f "$model_dir.log"
+    export POLYLOOP_TEST_MODEL_URL="$(cat "$model_dir/url")"
+}
 wait_for_phoenix() {
     [ -n "$phoenix_dir" ] || return 0
     wait "$phoenix_start" || {
@@ -103,7 +124,8 @@ selection=no; [ "$#" -gt 0 ] && selection=yes
 echo "== pytest (in parallel)"; pytest_part -n auto --dist loadfile --test-group=parallel "$@"
 took "pytest in parallel"
 wait_for_phoenix
-took "the rest of Phoenix's start"
+wait_for_model
+took "the rest of Phoenix's and the model server's start"
 # No snapshot test runs alone: the parallel part judges unused snapshots; here syrupy would
 # count the deselected snapshot tests' snapshots as unused, so it only warns.
 echo "== pytest (alone)"; pytest_part -p no:xdist --test-group=serial --snapshot-warn-unused "$@"

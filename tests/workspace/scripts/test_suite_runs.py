@@ -101,3 +101,15 @@ def test_the_load_keeps_every_core_busy_while_the_command_runs_and_stops_after(
         r"loaded-test: FAILED \(exit 3\) under load in 0 min \d+ s \(\d+ s\)",
         done.stdout.splitlines()[-1],
     )
+
+
+def test_the_shared_uv_cache_is_the_only_thing_kept(tmp_path: Path) -> None:
+    seen = tmp_path / "seen"
+
+    done = _run(str(FRESH), "--shared-uv-cache", "--", "bash", "-c", f"env > {seen}")
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    environment = dict(line.split("=", 1) for line in seen.read_text().splitlines())
+    assert {"PATH", "HOME", "PWD", "SHLVL", "_", "UV_CACHE_DIR"} >= set(environment), environment
+    assert Path(environment["UV_CACHE_DIR"]).is_dir()
+    assert not environment["UV_CACHE_DIR"].startswith(environment["HOME"])
