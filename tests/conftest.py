@@ -35,6 +35,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     serial_group.mark_and_select(config, items)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    kinds.running(item)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    kinds.running(None)
+
+
 #: The API root of a running model server (scripts/model-test-server.sh; scripts/test.sh starts one).
 MODEL_URL_VARIABLE = "POLYLOOP_TEST_MODEL_URL"
 

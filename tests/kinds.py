@@ -14,7 +14,7 @@ from __future__ import annotations
 import hypothesis
 import pytest
 
-__all__ = ["SERVER_FIXTURES", "mark_derived"]
+__all__ = ["SERVER_FIXTURES", "mark_derived", "require_server_marker", "running"]
 
 #: Fixtures that stand for a server or a browser outside the test process.
 SERVER_FIXTURES = frozenset(
@@ -46,3 +46,25 @@ def mark_derived(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.snapshot)
         if _runs_on_a_server(item):
             item.add_marker(pytest.mark.server)
+
+
+#: The test this process is running, if any (set by tests/conftest.py before each test).
+_RUNNING: list[pytest.Item] = []
+
+
+def running(item: pytest.Item | None) -> None:
+    """Remember ``item`` as the test being run (``None``: between tests)."""
+    _RUNNING[:] = [] if item is None else [item]
+
+
+def require_server_marker(server: str) -> None:
+    """Fail the running test if it reaches ``server`` without the ``server`` marker: with it,
+    ``-m "not server"`` leaves the test out and needs no server (a child process, which runs no
+    test of its own, is not checked)."""
+    if _RUNNING and _RUNNING[0].get_closest_marker("server") is None:
+        pytest.fail(
+            f"{_RUNNING[0].nodeid} talks to {server} but is not marked `server`: add "
+            "@pytest.mark.server (or take one of the server fixtures, tests/kinds.py), so that "
+            '-m "not server" leaves it out',
+            pytrace=False,
+        )

@@ -38,7 +38,6 @@ SERIAL = (
     "cli/test_view_browser.py",
     "console/test_browser.py",
     "console/test_driving.py",
-    "core/recovery/test_crash_matrix.py",
     "core/session/test_cancellation.py",
     "core/session/test_fork.py",
     "core/session/test_run_leases.py",
