@@ -16,13 +16,13 @@ from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-import openai  # noqa: E402
+import openai
 
-from polyloop.adapters.gateway import GatewayModelClient  # noqa: E402
-from polyloop.adapters.litellm_client import LiteLLMModelClient  # noqa: E402
-from polyloop.adapters.openai_client import OpenAIModelClient  # noqa: E402
-from polyloop.ports import ModelCall, ModelClient  # noqa: E402
-from polyloop.types import Message, Role, TextBlock  # noqa: E402
+from polyloop.adapters.gateway import GatewayModelClient
+from polyloop.adapters.litellm_client import LiteLLMModelClient
+from polyloop.adapters.openai_client import OpenAIModelClient
+from polyloop.ports import ModelCall, ModelClient
+from polyloop.types import Message, Role, TextBlock
 
 #: A distinctive fake key: any text that holds it is a leak.
 API_KEY = "sk-polyloop-test-7d3e9a51-NEVER-IN-ANY-TEXT"

@@ -83,7 +83,8 @@ async def test_the_reply_is_read_as_the_gateway_reads_it(
     got = await _reply(kind, root, key, stream=stream)
     if kind == "litellm" and expected.call_id is None:
         # LiteLLM makes an id up when the server sent none.
-        assert got.call_id is not None and got.call_id.startswith("chatcmpl-")
+        assert got.call_id is not None
+        assert got.call_id.startswith("chatcmpl-")
         got = ModelReply(None, got.content, got.thinking, got.finish_reason, got.usage)
     assert (got.call_id, got.content, got.thinking, got.finish_reason) == (
         expected.call_id,
@@ -294,7 +295,7 @@ async def test_cancelling_a_call_passes_through(
     before = len(gateway.requests_for("slow/30"))
     async with open_client(kind, f"{root}/slow/30/v1") as client:
         task = asyncio.create_task(client.call(make_call()))
-        while len(gateway.requests_for("slow/30")) == before:
+        while len(gateway.requests_for("slow/30")) == before:  # noqa: ASYNC110 - another thread
             await asyncio.sleep(0.01)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
