@@ -38,6 +38,7 @@ from polyloop.types import (
     RunResult,
     StepRecord,
     StopReason,
+    model_call_counts,
 )
 
 __all__ = ["OpenTelemetryEventSink", "TelemetryExportError"]
@@ -66,6 +67,9 @@ _TOKEN_TYPES: Mapping[str, str] = {
 }
 _PARSED: Key = ((n.PARSE_OK, True),)
 _NOT_PARSED: Key = ((n.PARSE_OK, False),)
+#: ``polyloop.model.requests`` by whether the request was a retry (design 0065).
+_FIRST_REQUEST: Key = ((n.RETRY, False),)
+_RETRY_REQUEST: Key = ((n.RETRY, True),)
 _ERROR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]{0,99}")
 
 _REPLAY_MOVES = {
@@ -136,6 +140,7 @@ class OpenTelemetryEventSink:
         "_export_failures",
         "_failures_seen",
         "_open",
+        "_requests",
         "_runs",
         "_steps",
         "_tokens",
@@ -168,6 +173,11 @@ class OpenTelemetryEventSink:
             n.RUNS_METRIC, "{invocation}", "Run invocations that ended, by stop reason."
         )
         self._tokens = n.create_token_usage(counts.meter)
+        self._requests = counts.counter(
+            n.MODEL_REQUESTS_METRIC,
+            "{request}",
+            "Requests of the model calls, by whether they were retries.",
+        )
         self._capture_content = capture_content
         self._agent_name = agent_name
         self._export_failures = export_failures
@@ -304,6 +314,12 @@ class OpenTelemetryEventSink:
         if invocation.resumed and step.step_idx == invocation.first_step:
             model_mark, action_mark = _REPLAY_MOVES.get(invocation.resume_move or "", (None, None))
         self._chat(invocation, event.run_id, step, event.model_result, started, model_mark)
+        if event.model_result is not None:
+            made, retried = model_call_counts(event.model_result)
+            requests = self._requests
+            requests[_FIRST_REQUEST] = requests.get(_FIRST_REQUEST, 0) + made - retried
+            if retried:
+                requests[_RETRY_REQUEST] = requests.get(_RETRY_REQUEST, 0) + retried
         if step.action is not None:
             self._tool(invocation, event.run_id, step, started, action_mark)
         steps, parsed = self._steps, _PARSED if step.parse_ok else _NOT_PARSED
