@@ -28,7 +28,9 @@ class CountedReplies:
 
 
 class GaveUp(Exception):
-    usage = {REQUESTS_USAGE_KEY: 4, RETRIES_USAGE_KEY: 3}
+    def __init__(self) -> None:
+        super().__init__("gave up")
+        self.usage = {REQUESTS_USAGE_KEY: 4, RETRIES_USAGE_KEY: 3}
 
 
 async def test_requests_are_counted_with_retries_apart() -> None:
