@@ -48,6 +48,8 @@ from polyloop.types import REQUESTS_USAGE_KEY, RETRIES_USAGE_KEY, ModelReply
 
 __all__ = [
     "ModelCallRetriesError",
+    "Pacer",
+    "Permit",
     "RateLimiter",
     "RetryPolicy",
     "RetryingModelClient",
