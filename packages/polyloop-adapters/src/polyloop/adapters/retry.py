@@ -381,7 +381,11 @@ class Permit:
 class RateLimiter:
     """Requests in flight, and requests and tokens per minute paced evenly, shared by every
     client given it in one process (one event loop). Under Ray each worker process has its own:
-    give each worker its share of the provider's limits (limit / workers)."""
+    give each worker its share of the provider's limits (limit / workers).
+
+    ``pause_on_429``: a 429's ``Retry-After`` holds every start of the limiter (the provider's
+    limit is shared by all episodes); switch it off for a server whose 429s do not depend on
+    the load."""
 
     def __init__(
         self,
@@ -389,6 +393,7 @@ class RateLimiter:
         max_in_flight: int | None = None,
         requests_per_minute: float | None = None,
         tokens_per_minute: float | None = None,
+        pause_on_429: bool = True,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
@@ -403,6 +408,7 @@ class RateLimiter:
         self.max_in_flight: Final = max_in_flight
         self.requests_per_minute: Final = requests_per_minute
         self.tokens_per_minute: Final = tokens_per_minute
+        self.pause_on_429: Final = bool(pause_on_429)
         self._pacer: Final = Pacer(requests_per_minute, tokens_per_minute)
         self._slots: asyncio.Semaphore | None = (
             None if max_in_flight is None else asyncio.Semaphore(max_in_flight)
@@ -421,8 +427,10 @@ class RateLimiter:
         )
 
     def pause(self, seconds: float) -> None:
-        """Hold every start for ``seconds`` from now (a 429's ``Retry-After``)."""
-        self._pacer.pause(self._clock() + max(0.0, seconds))
+        """Hold every start for ``seconds`` from now (a 429's ``Retry-After``), unless
+        ``pause_on_429`` is off."""
+        if self.pause_on_429:
+            self._pacer.pause(self._clock() + max(0.0, seconds))
 
     @contextlib.asynccontextmanager
     async def request(self) -> AsyncIterator[Permit]:
