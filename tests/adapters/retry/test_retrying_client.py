@@ -18,6 +18,7 @@ from polyloop.adapters.retry import (
     RetryingModelClient,
     RetryPolicy,
 )
+from polyloop.errors import ConfigurationError
 from polyloop.types import REQUESTS_USAGE_KEY, RETRIES_USAGE_KEY
 from polyloop_contract import find_secret
 from tests.adapters._chat_clients import API_KEY, KINDS, make_call, open_client
@@ -172,3 +173,22 @@ async def test_a_429_pauses_every_request_of_the_limiter(flaky: tuple[FlakyServe
         await b.call(make_call())
         await task
     assert server.arrivals["shared-b"][0] - server.arrivals["shared-a"][0] >= 0.5
+
+
+class NotAReply:
+    def parameters(self) -> dict[str, str]:
+        return {"kind": "odd", "model": "m"}
+
+    async def call(self, call: object) -> object:
+        return "not a reply"
+
+
+async def test_the_wrapper_changes_no_parameter_and_passes_a_non_reply_on() -> None:
+    """Retrying is transport: the snapshot is the wrapped client's, and a client that returns
+    something else than a reply is the loop's to record (as a TypeError failure)."""
+    odd = NotAReply()
+    retrying = RetryingModelClient(odd)  # type: ignore[arg-type]
+    assert retrying.parameters() == odd.parameters()
+    assert await retrying.call(make_call()) == "not a reply"
+    with pytest.raises(ConfigurationError, match="wraps a ModelClient"):
+        RetryingModelClient(object())  # type: ignore[arg-type]

@@ -235,7 +235,7 @@ class RetryingModelClient:
     def parameters(self) -> Mapping[str, str]:
         return self._client.parameters()
 
-    async def _attempt(self, call: ModelCall) -> ModelReply | Exception:
+    async def _attempt(self, call: ModelCall) -> ModelReply | Exception | object:
         async with contextlib.AsyncExitStack() as stack:
             permit = None
             if self._limiter is not None:
@@ -255,8 +255,10 @@ class RetryingModelClient:
         while True:
             requests += 1
             outcome = await self._attempt(call)
-            if not isinstance(outcome, Exception):
+            if isinstance(outcome, ModelReply):
                 return _counted(outcome, requests)
+            if not isinstance(outcome, Exception):
+                return outcome  # type: ignore[return-value]  # the loop records this mistake
             elapsed = self._clock() - started
             wait, reason = self._policy.next_wait(outcome, requests, elapsed, self._draw())
             if wait is None:
