@@ -21,6 +21,8 @@ from polyloop.testing import LineDecisionParser, NullEventSink
 from polyloop.types import StopReason
 from tests.adapters.gateway._server import serve_in_thread
 from tests.adapters.retry._flaky import Fail, FlakyServer
+from tests.batch._kit import batch_args, batch_env, episodes_of, write_episodes
+from tests.cli._kit import polyloop
 from tests.loop_kit import SYNTHETIC, make_request
 
 EPISODES = 12
@@ -83,3 +85,17 @@ async def test_the_batch_counts_requests_retries_and_tokens(
         for episode in episodes
     }
     assert limiter.most_in_flight <= 3
+
+
+def test_the_batch_command_reports_the_model_calls(tmp_path: Path) -> None:
+    """`polyloop batch` prints the pass's model calls, requests and retries, and `--json` has
+    them; the scripted test agent reports no usage, so each call is one request."""
+    env = batch_env(tmp_path / "home")
+    episodes = write_episodes(tmp_path / "eps.jsonl", episodes_of(3, steps=2))
+    shown = polyloop(*batch_args(episodes, tmp_path / "a.sqlite"), env=env, cwd=tmp_path)
+    assert shown.code == 0, shown.stderr
+    assert "  model: 9 calls, 9 requests (0 retries)" in shown.stdout.splitlines()
+    again = polyloop(
+        *batch_args(episodes, tmp_path / "b.sqlite"), "--json", env=env, cwd=tmp_path
+    ).json()
+    assert again["model_usage"] == {"calls": 9, "requests": 9, "retries": 0, "tokens": 0}
