@@ -4,6 +4,7 @@ the back-off schedule, the caps, and even pacing of requests and tokens."""
 from __future__ import annotations
 
 import asyncio
+import heapq
 import itertools
 import math
 import time
@@ -159,6 +160,34 @@ def test_requests_are_spaced_evenly_never_a_burst(rpm: float, gaps: list[float])
     for index, first in enumerate(starts):
         within = [s for s in starts[index:] if s < first + 60]
         assert len(within) <= math.ceil(rpm)
+
+
+@given(
+    st.floats(1, 6000),
+    st.lists(st.tuples(st.floats(0, 2), st.floats(0, 3), st.floats(0, 1)), min_size=1, max_size=60),
+)
+def test_starts_stay_spaced_when_the_event_loop_wakes_sleepers_late(
+    rpm: float, requests: list[tuple[float, float, float]]
+) -> None:
+    """Each request sleeps to its reserved start but wakes late (a busy loop), several at
+    once: the starts admitted, in the order the loop runs them, are still 60/rpm apart."""
+    pacer = Pacer(rpm, None)
+    now, wakes = 0.0, []
+    for index, (gap, lag, again) in enumerate(requests):
+        now += gap
+        start, _ = pacer.reserve(now)
+        heapq.heappush(wakes, (start + lag, index, again))
+    starts = []
+    while wakes:
+        wake, index, again = heapq.heappop(wakes)
+        wait = pacer.admit(wake)
+        if wait:
+            heapq.heappush(wakes, (wake + wait + again, index, again))
+        else:
+            starts.append(wake)
+    assert len(starts) == len(requests)
+    for earlier, later in itertools.pairwise(starts):
+        assert later - earlier >= 60 / rpm * (1 - 1e-9)
 
 
 @given(

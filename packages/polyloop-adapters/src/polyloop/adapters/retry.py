@@ -322,6 +322,7 @@ class Pacer:
 
     __slots__ = (
         "_charged",
+        "_last_start",
         "_next_request",
         "_paused_until",
         "_request_gap",
@@ -334,6 +335,7 @@ class Pacer:
         self._request_gap = 0.0 if requests_per_minute is None else 60.0 / requests_per_minute
         self._token_gap = 0.0 if tokens_per_minute is None else 60.0 / tokens_per_minute
         self._next_request = -math.inf
+        self._last_start = -math.inf
         self._token_clock = -math.inf
         self._paused_until = -math.inf
         self._charged = 0
@@ -352,6 +354,18 @@ class Pacer:
         reserved = self.estimate() if self._token_gap else 0
         self._token_clock = start + reserved * self._token_gap
         return start, reserved
+
+    def admit(self, now: float) -> float:
+        """At a reserved start, reached at ``now``: ``0.0`` when the request may go (its start
+        is recorded), else how much longer it must wait. A busy event loop wakes sleepers late
+        and together; this keeps the real starts, not only the planned ones, ``60 / rpm``
+        apart, and moves the plan along when it fell behind."""
+        earliest = self._last_start + self._request_gap
+        if now < earliest:
+            return earliest - now
+        self._last_start = now
+        self._next_request = max(self._next_request, now + self._request_gap)
+        return 0.0
 
     def settle(self, reserved: int, tokens: int) -> None:
         """A reply used ``tokens`` where ``reserved`` were set aside."""
@@ -442,8 +456,12 @@ class RateLimiter:
                 await stack.enter_async_context(self._slots)
             now = self._clock()
             start, reserved = self._pacer.reserve(now)
-            if start > now:
-                await self._sleep(start - now)
+            wait = start - now
+            while wait > 0:
+                await self._sleep(wait)
+                wait = self._pacer.admit(self._clock())
+            if start <= now:
+                self._pacer.admit(now)
             self.in_flight += 1
             self.most_in_flight = max(self.most_in_flight, self.in_flight)
             try:
