@@ -4,7 +4,6 @@ and request, its errors, its secret rules, one request per call, the streaming d
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any
 
 import pytest
@@ -262,12 +261,11 @@ async def test_the_deadline_cuts_a_slow_stream(
     gateway, root = fake_gateway
     key = f"trickle-{kind}"
     gateway.answers[key] = Answer(content="x" * 200, chunk_chars=1, delay=0.05)
-    started = time.monotonic()
     async with open_client(kind, f"{root}/answer/{key}/v1", stream=True, deadline=0.5) as client:
+        # Uncut, the 200 chunks 50 ms apart would end in a reply after 10 s.
         with pytest.raises(GatewayTimeoutError) as caught:
             await client.call(make_call())
     assert caught.value.phase == "deadline"
-    assert time.monotonic() - started < 8.0  # the whole stream would take 10 s
     for _ in range(500):
         if key in gateway.abandoned_streams:
             break
