@@ -77,6 +77,7 @@ def serve(port_out: multiprocessing.connection.Connection, log: str, last_call: 
                     elif name == b"x-polyloop-call-index":
                         call_index = int(value)
                 await reader.readexactly(length)
+                arrived = time.monotonic()
                 await asyncio.sleep(LATENCY)
                 draw = rng.random()
                 if draw < P_429:
@@ -90,7 +91,7 @@ def serve(port_out: multiprocessing.connection.Connection, log: str, last_call: 
                 else:
                     content = "FINAL: done" if call_index >= last_call else "CALL noop {}"
                     status, body, extra = 200, _completion(content), b""
-                arrivals.append((time.monotonic(), status))
+                arrivals.append((arrived, status))
                 reason = {200: b"OK", 429: b"Too Many Requests", 503: b"Service Unavailable"}[
                     status
                 ]
