@@ -14,7 +14,9 @@ export PATH
 # PostgreSQL for the postgres store's tests: a throwaway cluster unless the caller names a server.
 # A cluster that does not start stops the run here, with the cluster script's own message.
 pg_dir="" phoenix_dir=""
+model_dir=""
 cleanup() {
+    [ -z "$model_dir" ] || bash scripts/model-test-server.sh stop "$model_dir"
     [ -z "$phoenix_dir" ] || bash scripts/phoenix-test-server.sh stop "$phoenix_dir"
     [ -z "$pg_dir" ] || bash scripts/postgres-test-cluster.sh stop "$pg_dir"
 }
@@ -33,6 +35,13 @@ if [ -z "${POLYLOOP_TEST_PHOENIX_URL:-}" ]; then
     bash scripts/phoenix-test-server.sh start "$phoenix_dir" >/dev/null 2>"$phoenix_dir.log" &
     phoenix_start=$!
 fi
+# The real model (Gemma 3 270M on llama-cpp-python's server), likewise: seconds to start once
+# its environment is built (cached; the first build on a machine takes minutes, design 0066).
+if [ -z "${POLYLOOP_TEST_MODEL_URL:-}" ]; then
+    model_dir="$(mktemp -d "${TMPDIR:-/tmp}/polyloop-model.XXXXXX")"
+    bash scripts/model-test-server.sh start "$model_dir" >/dev/null 2>"$model_dir.log" &
+    model_start=$!
+fi
 echo "== ruff"; "$UV" run --frozen ruff format --check . && "$UV" run --frozen ruff check .
 echo "== import-linter"; "$UV" run --frozen lint-imports
 echo "== mypy --strict"; "$UV" run --frozen mypy
@@ -46,6 +55,16 @@ if [ -n "$phoenix_dir" ]; then
     }
     rm -f "$phoenix_dir.log"
     export POLYLOOP_TEST_PHOENIX_URL="$(cat "$phoenix_dir/url")"
+fi
+if [ -n "$model_dir" ]; then
+    wait "$model_start" || {
+        cat "$model_dir.log" >&2
+        echo "test.sh: the throwaway model server did not start (see above), so no test was run" >&2
+        rm -f "$model_dir.log"
+        exit 1
+    }
+    rm -f "$model_dir.log"
+    export POLYLOOP_TEST_MODEL_URL="$(cat "$model_dir/url")"
 fi
 # pytest in two parts (design record 0042): every test that may share the machine, on every core;
 # then, alone in one process, those whose verdict depends on time or racing processes

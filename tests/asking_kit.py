@@ -143,13 +143,24 @@ async def decide(store: object, parked: RunParked, tools: ToolRegistry) -> None:
     ask = parked.ask
     digest = ask.arguments_sha256
     if ask.step == 1:
-        await answer(store, parked.run_id, "the savings account")  # type: ignore[arg-type]
+        await answer(store, parked.run_id, "the savings account", step=ask.step)  # type: ignore[arg-type]
     elif ask.step == 2:
-        await reject(store, parked.run_id, reason="no code today", arguments_sha256=digest)  # type: ignore[arg-type]
+        await reject(
+            store, parked.run_id, reason="no code today", step=ask.step, arguments_sha256=digest
+        )  # type: ignore[arg-type]
     elif ask.step == 3:
-        await edit(store, parked.run_id, {"amount": 40}, tools=tools, arguments_sha256=digest)  # type: ignore[arg-type]
+        await edit(
+            store,
+            parked.run_id,
+            {"amount": 40},
+            tools=tools,
+            step=ask.step,
+            arguments_sha256=digest,
+        )  # type: ignore[arg-type]
     else:
-        await approve(store, parked.run_id, arguments_sha256=digest, decided_by="ana")  # type: ignore[arg-type]
+        await approve(
+            store, parked.run_id, step=ask.step, arguments_sha256=digest, decided_by="ana"
+        )  # type: ignore[arg-type]
 
 
 async def drive_gated(store: object, run_id: str, effects: Effects, *, started: bool) -> RunResult:

@@ -3,9 +3,10 @@
 Three kinds are facts a test states about itself, so they are derived here and cannot be
 forgotten: ``property`` (a hypothesis ``@given`` test), ``snapshot`` (it takes syrupy's
 ``snapshot`` fixture) and ``server`` (it takes the fixture of a PostgreSQL store, the Ray cluster,
-Phoenix or the browser, or it runs on the ``postgres`` store kind). The others (``crash``,
-``race``, ``slow``, and ``server`` for a module that talks to PostgreSQL throughout) are written
-in the test module, as a module-level ``pytestmark`` or on the test; tests/README.md says which.
+Phoenix, the real model's server or the browser, or it runs on the ``postgres`` store kind). The
+others (``crash``, ``race``, ``slow``, and ``server`` for a module that talks to PostgreSQL
+throughout) are written in the test module, as a module-level ``pytestmark`` or on the test;
+tests/README.md says which.
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ import pytest
 __all__ = ["SERVER_FIXTURES", "mark_derived"]
 
 #: Fixtures that stand for a server or a browser outside the test process.
-SERVER_FIXTURES = frozenset({"postgres_stores", "ray_cluster", "phoenix_url", "browser"})
+SERVER_FIXTURES = frozenset(
+    {"postgres_stores", "ray_cluster", "phoenix_url", "browser", "model_server_url"}
+)
 
 #: The store kind (tests/stores/_helpers.py) that needs the PostgreSQL server.
 _SERVER_STORE_KIND = "postgres"

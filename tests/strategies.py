@@ -163,16 +163,31 @@ run_results = st.builds(
     event_delivery_failures=counts,
 )
 
-run_started_records = st.builds(
-    RunStarted, run_id=run_ids, parameter_snapshot=parameter_snapshots
-) | st.builds(
-    # A follow-up run (design 0052): it names another run and holds the user's new input.
-    lambda ids, snapshot, queued: RunStarted(
-        ids[0], snapshot, follows_run_id=ids[1], queued_input=queued
-    ),
-    st.tuples(run_ids, result_ids).filter(lambda ids: ids[0] != ids[1]),
-    parameter_snapshots,
-    texts,
+run_started_records = (
+    st.builds(RunStarted, run_id=run_ids, parameter_snapshot=parameter_snapshots)
+    | st.builds(
+        # A follow-up run (design 0052): it names another run and holds the user's new input.
+        lambda ids, snapshot, queued: RunStarted(
+            ids[0], snapshot, follows_run_id=ids[1], queued_input=queued
+        ),
+        st.tuples(run_ids, result_ids).filter(lambda ids: ids[0] != ids[1]),
+        parameter_snapshots,
+        texts,
+    )
+    | st.builds(
+        # A fork (design 0067): its source run, the step its own agent started at, in doubt or not.
+        lambda ids, snapshot, at, doubt: RunStarted(
+            ids[0],
+            snapshot,
+            forked_from_run_id=ids[1],
+            forked_at_step=at + 1 if doubt else at,
+            fork_left_in_doubt=doubt,
+        ),
+        st.tuples(run_ids, result_ids).filter(lambda ids: ids[0] != ids[1]),
+        parameter_snapshots,
+        counts,
+        st.booleans(),
+    )
 )
 
 intents = st.builds(

@@ -16,6 +16,7 @@ Each episode's data says what its agent does (every key optional):
 - ``gated``: ``pay`` requires a person's approval (issue 24), and its schema wants an integer
   ``n``; ``note``: a text every ``pay`` call carries as its ``note`` argument.
 - ``question``: the first call asks the user this question (tool ``ask_user``, ``asks_user``).
+- ``same_arguments``: every call has ``n`` 1, so two ``pay`` asks are alike but for their step.
 """
 
 from __future__ import annotations
@@ -72,9 +73,10 @@ class EpisodeModel:
         calls: str | None,
         note: str | None = None,
         question: str | None = None,
+        same_arguments: bool = False,
     ) -> None:
         self.steps, self.sleep, self.fails, self.calls = steps, sleep, fails, calls
-        self.note, self.question = note, question
+        self.note, self.question, self.same_arguments = note, question, same_arguments
 
     async def call(self, call: ModelCall) -> ModelReply:
         if self.calls:
@@ -89,7 +91,7 @@ class EpisodeModel:
             return reply(f"CALL ask_user {asked}", call_id=f"c{k}")
         if k < self.steps:
             tool = "look" if k % 2 == 0 else "pay"
-            arguments: dict[str, object] = {"n": k}
+            arguments: dict[str, object] = {"n": 1 if self.same_arguments else k}
             if tool == "pay" and self.note is not None:
                 arguments["note"] = self.note
             return reply(f"CALL {tool} {json.dumps(arguments)}", call_id=f"c{k}")
@@ -154,6 +156,7 @@ def build(episode: Episode, store: RunStore) -> EpisodeAgent:
         data.get("calls"),
         data.get("note"),
         data.get("question"),
+        bool(data.get("same_arguments")),
     )
     definition = AgentDefinition(model, LineDecisionParser(), store, NullEventSink(), SYNTHETIC)
     binding = {"variant": str(data["variant"])} if "variant" in data else {}

@@ -130,10 +130,16 @@ async def test_a_rerun_after_the_decisions_continues_the_parked_episodes(
         ask = pending_ask(await store.read_log(run_id))
         assert ask is not None
         if decide == "approve":
-            await session.approve(store, run_id, arguments_sha256=ask.arguments_sha256)
+            await session.approve(
+                store, run_id, step=ask.step, arguments_sha256=ask.arguments_sha256
+            )
         else:
             await session.reject(
-                store, run_id, reason="not this month", arguments_sha256=ask.arguments_sha256
+                store,
+                run_id,
+                reason="not this month",
+                step=ask.step,
+                arguments_sha256=ask.arguments_sha256,
             )
     summary, reports = await _pass(store, episodes, tmp_path / "second.jsonl")
     assert (EpisodeStatus.RESUMED, EpisodeStatus.RESUMED, "agent_finished") == (
@@ -180,7 +186,11 @@ def test_the_command_exits_24_naming_the_parked_and_a_rerun_continues(tmp_path: 
         document["parked"],
         document["by_status"]["ran"],
     )
-    approved = polyloop("approve", "gated-0000", "--store", f"sqlite://{store}", env=env)
+    # The results line names the ask waited on: its step is what the decision names.
+    step = str(results(tmp_path / "eps-results.jsonl")["gated-0000"]["pending_ask"]["step"])
+    approved = polyloop(
+        "approve", "gated-0000", "--step", step, "--store", f"sqlite://{store}", env=env
+    )
     assert 0 == approved.code, approved.stderr
     again = polyloop(*batch_args(episodes, store), env=env, cwd=tmp_path)
     assert 0 == again.code, again.stderr
@@ -215,7 +225,10 @@ def test_on_ray_a_parked_episode_is_parked_and_a_rerun_continues_it(
         lines["gated-0000"]["status"],
         {lines[f"plain-{i:04d}"]["status"] for i in range(3)},
     )
-    approved = polyloop("approve", "gated-0000", "--store", f"sqlite://{store}", env=env)
+    step = str(lines["gated-0000"]["pending_ask"]["step"])
+    approved = polyloop(
+        "approve", "gated-0000", "--step", step, "--store", f"sqlite://{store}", env=env
+    )
     assert 0 == approved.code, approved.stderr
     again = polyloop(*args, env=env, cwd=tmp_path, timeout=300)
     assert 0 == again.code, again.stderr

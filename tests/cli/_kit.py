@@ -49,7 +49,8 @@ def clean_env(home: Path, **extra: str) -> dict[str, str]:
     env = {
         key: value
         for key, value in os.environ.items()
-        if not key.startswith(("OPENAI_", "POLYLOOP_")) and key not in ("NO_COLOR", "FORCE_COLOR")
+        if not key.startswith(("OPENAI_", "POLYLOOP_"))
+        and key not in ("NO_COLOR", "FORCE_COLOR", "COLUMNS", "LINES")
     }
     env["POLYLOOP_HOME"] = str(home)
     env.update(extra)
@@ -83,11 +84,29 @@ def pasted(line: str, *, env: Mapping[str, str], cwd: Path) -> Completed:
     return Completed(process.returncode, process.stdout, process.stderr)
 
 
+def printed_commands(lines: Iterable[str]) -> list[str]:
+    """The commands in ``lines``, each with its `` \\`` continuation lines (as pasted)."""
+    commands: list[str] = []
+    continued = False
+    for line in lines:
+        if continued:
+            commands[-1] += "\n" + line
+        else:
+            commands.append(line.strip())
+        continued = line.endswith("\\")
+    return commands
+
+
+def one_line(command: str) -> str:
+    """A printed command with its line continuations removed, as the shell reads it."""
+    return command.replace("\\\n", "")
+
+
 def inspect_commands(demo_output: str) -> list[str]:
     """The commands the demo prints at its end, under "Inspect"."""
     lines = demo_output.splitlines()
     start = next(index for index, line in enumerate(lines) if line.startswith("Inspect"))
-    return [line.strip() for line in lines[start + 1 :] if line.startswith("  ")]
+    return printed_commands(line for line in lines[start + 1 :] if line.strip())
 
 
 def polyloop(

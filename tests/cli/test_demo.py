@@ -135,11 +135,13 @@ def test_every_command_the_demo_prints_works_when_pasted(tmp_path: Path) -> None
     assert 0 == result.code, result.stderr
     assert (tmp_path / "elsewhere" / "runs-ledger.jsonl").is_file()
     commands = inspect_commands(result.stdout)
-    assert ["runs", "show", "plan", "export"] == [line.split()[1] for line in commands]
+    assert ["runs", "show", "plan", "export", "view"] == [line.split()[1] for line in commands]
     for line in commands:
         assert " | " not in line
         ran = pasted(line, env=env, cwd=tmp_path)
         assert (line, 0) == (line, ran.code), ran.stderr
+    viewed = commands[-1].split()[2]
+    assert (tmp_path / f"{viewed}.html").is_file()  # `view`'s default page, in the directory
 
 
 def test_base_url_without_model_is_a_usage_error(tmp_path: Path) -> None:

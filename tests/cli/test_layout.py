@@ -13,14 +13,17 @@ import pytest
 from polyloop.stores.sqlite import SqliteRunStore
 from polyloop.types import ReplayPolicy, StepCompleted, StopReason
 from tests.cli._kit import (
+    ANSI_ESCAPE,
     SNAPSHOT,
     action_intent,
     finished,
     model_intent,
     model_result,
+    one_line,
     outcome,
     polyloop,
     polyloop_on_terminal,
+    printed_commands,
     started,
     tool_step,
     write,
@@ -113,12 +116,19 @@ def test_show_full_at_80_columns_shows_every_word(url: str, env: dict[str, str])
 
 
 def test_the_width_does_not_touch_json_or_piped_output(url: str, env: dict[str, str]) -> None:
-    """`COLUMNS=80` changes neither `--json` nor plain piped rows (one row per step, uncut ids)."""
+    """`COLUMNS=80` does not change `--json`; piped without COLUMNS, rows are whole (one row per
+    step, uncut ids and model); piped with it, the rows fit it as on a terminal (design 0060)."""
     narrow = {**env, "COLUMNS": "80"}
     document = polyloop("show", LONG_ID, "--store", url, "--json", env=narrow).json()
     assert OBSERVATION == document["steps"][0]["observation"]
-    piped = polyloop("runs", "--store", url, env=narrow)
+    piped = polyloop("runs", "--store", url, env=env)
     assert LONG_MODEL in piped.stdout
+    fitted = polyloop("show", LONG_ID, "--store", url, env=narrow)
+    assert 0 == fitted.code, fitted.stderr
+    lines = fitted.stdout.splitlines()
+    assert [] == [line for line in lines if len(line) > 80 or line != line.rstrip()]
+    assert ["0", "1", "2"] == [line.split()[0] for line in lines if line[:1].isdigit()]
+    assert ANSI_ESCAPE not in fitted.stdout
 
 
 def test_the_demo_at_80_columns_breaks_no_id_and_no_stop_reason(tmp_path: Path) -> None:
@@ -131,5 +141,6 @@ def test_the_demo_at_80_columns_breaks_no_id_and_no_stop_reason(tmp_path: Path) 
     assert [] == [line for line in lines if len(line) > 80]
     assert "Stop reasons: run A task_completed, run B resume_state_unknown." in lines
     inspect = lines[lines.index("Inspect the runs (each line works when pasted here):") + 1 :]
-    assert 4 == len([line for line in inspect if line.startswith("  ")])
-    assert all(line.split()[-1].startswith("demo-") for line in inspect[1:4])
+    commands = [one_line(command) for command in printed_commands(inspect)]
+    assert ["runs", "show", "plan", "export", "view"] == [c.split()[1] for c in commands]
+    assert all(command.split()[-1].startswith("demo-") for command in commands[1:])

@@ -42,5 +42,12 @@ def test_every_command_of_the_cli_section_works_when_pasted(tmp_path: Path) -> N
         assert line.startswith(".venv/bin/polyloop ")
         assert " | " not in line
         assert "#" not in line
-        ran = pasted(line.replace("RUN_ID", run_id), env=env, cwd=ROOT)
-        assert (line, 0) == (line, ran.code), ran.stderr
+        # The demo's `view RUN` writes ./RUN.html here, in the clone: taken away again.
+        page = ROOT / f"{line.split()[-1]}.html"
+        try:
+            ran = pasted(line.replace("RUN_ID", run_id), env=env, cwd=ROOT)
+            assert (line, 0) == (line, ran.code), ran.stderr
+            assert page.is_file() == line.startswith(".venv/bin/polyloop view demo-")
+        finally:
+            if line.startswith(".venv/bin/polyloop view demo-"):
+                page.unlink(missing_ok=True)

@@ -24,7 +24,7 @@ from polyloop import testing
 from polyloop.ports import RunLog
 from polyloop.serialization import to_dict
 from polyloop.stores.sqlite import SqliteRunStore
-from polyloop.stores.step_table import column_type, step_columns, step_rows_of
+from polyloop.stores.step_table import column_type, is_key_column, step_columns, step_rows_of
 from polyloop.types import RunStarted, StepCompleted, StepRecord
 from polyloop_cli.steps import write_rows
 from tests import strategies
@@ -35,9 +35,9 @@ from tests.cli.test_damaged_stores import (
     damaged_sqlite,  # noqa: F401  (a fixture)
     short,
 )
-from tests.table_kit import BINDING_COLUMNS, expected_rows, fill
+from tests.table_kit import KEY_COLUMNS, expected_rows, fill
 
-COLUMNS = step_columns(BINDING_COLUMNS)
+COLUMNS = step_columns(KEY_COLUMNS)
 
 
 @pytest.fixture
@@ -69,15 +69,22 @@ def _csv_form(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def _pandas(path: Path, fmt: str) -> list[dict[str, Any]]:
+    # The usage.<key> columns are whole numbers with gaps: pandas' nullable dtypes keep them
+    # whole (its default NumPy dtypes would make them floats).
     if fmt == "parquet":
-        frame = pandas.read_parquet(path)
+        frame = pandas.read_parquet(path, dtype_backend="numpy_nullable")
     elif fmt == "jsonl":
         frame = pandas.read_json(path, lines=True, dtype=False)
+        usage = [column for column in COLUMNS if column.startswith("usage.")]
+        frame[usage] = frame[usage].astype("Int64")
     else:
         kinds = {column: column_type(column).kind for column in COLUMNS}
         frame = pandas.read_csv(
             path,
-            dtype={column: "string" for column, kind in kinds.items() if kind == "str"},
+            dtype={
+                column: {"str": "string", "int": "Int64", "bool": "boolean"}[kind]
+                for column, kind in kinds.items()
+            },
             keep_default_na=False,
             na_values={column: [""] for column in COLUMNS},
         )
@@ -88,13 +95,17 @@ def _pandas(path: Path, fmt: str) -> list[dict[str, Any]]:
 def _polars(path: Path, fmt: str) -> list[dict[str, Any]]:
     if fmt == "parquet":
         frame = polars.read_parquet(path)
-    elif fmt == "jsonl":
-        frame = polars.read_ndjson(path)
     else:
         kinds = {"int": polars.Int64, "str": polars.String, "bool": polars.Boolean}
-        frame = polars.read_csv(
-            path, schema={column: kinds[column_type(column).kind] for column in COLUMNS}
-        )
+        schema = {column: kinds[column_type(column).kind] for column in COLUMNS}
+        if fmt == "jsonl":
+            # polars infers a JSON lines schema without keeping the keys' order once there are
+            # this many columns, so the order is checked on the lines themselves.
+            with path.open(encoding="utf-8") as lines:
+                assert all(list(COLUMNS) == list(json.loads(line)) for line in lines)
+            frame = polars.read_ndjson(path, schema=schema)
+        else:
+            frame = polars.read_csv(path, schema=schema)
     assert list(COLUMNS) == frame.columns
     return frame.to_dicts()
 
@@ -238,7 +249,7 @@ def test_any_rows_written_read_back_the_same(
         steps=tuple(StepCompleted("r", None, None, step) for step in steps),
     )
     rows = list(step_rows_of("r", log))
-    columns = step_columns(key for row in rows for key in row if key.startswith("model_binding."))
+    columns = step_columns(key for row in rows for key in row if is_key_column(key))
     with tempfile.TemporaryFile() as target:
         write_rows(fmt, target, columns, iter(rows))
         target.seek(0)
@@ -294,3 +305,28 @@ def test_a_count_beyond_64_bits_is_refused_naming_run_and_step(
         f"step 0 of run 'huge' has prompt_chars = {2**63}, beyond the table's 64-bit"
     )
     assert not output.exists()
+
+
+def test_csv_and_jsonl_without_an_output_go_to_stdout(
+    store_url: str, tmp_path: Path, env: dict[str, str]
+) -> None:
+    """Without -o, csv and jsonl are written to stdout, the same bytes as the file -o gets;
+    parquet (binary) and --json (a summary of a file) are usage errors naming -o."""
+    printed = {}
+    for fmt in ("csv", "jsonl"):
+        output = tmp_path / f"steps.{fmt}"
+        args = ("steps", "--store", store_url, "--format", fmt)
+        to_file = polyloop(*args, "-o", str(output), env=env)
+        assert 0 == to_file.code, to_file.stderr
+        to_stdout = polyloop(*args, env=env)
+        assert 0 == to_stdout.code, to_stdout.stderr
+        assert "" == to_stdout.stderr
+        assert output.read_text(encoding="utf-8") == to_stdout.stdout
+        printed[fmt] = to_stdout.stdout
+    assert list(COLUMNS) == next(csv.reader(io.StringIO(printed["csv"])))
+    assert 6 == len(printed["jsonl"].splitlines())
+    for refused in (("--format", "parquet"), ("--format", "csv", "--json")):
+        result = polyloop("steps", "--store", store_url, *refused, env=env)
+        assert (2, "") == (result.code, result.stdout)
+        assert "-o PATH" in result.stderr
+    assert [] == list(tmp_path.glob(".polyloop-steps-*"))

@@ -23,7 +23,7 @@ from polyloop import testing
 from polyloop.types import StopReason
 from polyloop_cli.view import page_name
 from tests.cli._kit import polyloop
-from tests.cli.test_view_command import hostile_records, make_store
+from tests.cli.test_view_command import HOSTILE_NOTE, doubt_records, hostile_records, make_store
 
 CHROMIUM = Path("/usr/bin/chromium")
 
@@ -99,8 +99,11 @@ def test_a_crashed_and_resumed_run_loads_cleanly_and_marks_the_replay(
     run_b = document["runs"][1]
     stopped = Opened(browser, _view(env, url, run_b["run_id"], tmp_path / "b.html"))
     pending = stopped.page.locator("section.pending").inner_text()
-    assert "announced, never completed" in pending
+    assert "the action may or may not have run (replay policy never)" in pending
+    assert "issue_refund" in pending
+    assert '"order_id": "A-1042"' in pending
     assert "not executed again by resume" in pending
+    assert "issue_refund" in stopped.page.locator('nav#steps a[data-step="1"]').inner_text()
     assert "resume_state_unknown" in stopped.page.locator("section.summary").inner_text()
     assert [] == stopped.errors
 
@@ -119,6 +122,8 @@ def test_hostile_content_is_shown_as_text(
     assert "</pre><script>window.__pwned = 1</script><img src=x" in reply
     observation = page.locator("#step-0 pre.observation").inner_text()
     assert "\u241b[31mred\u241b[0m <b>bold</b> & </script><script>" in observation
+    assert not page.locator("#parameters table").is_visible(), "closed until asked for"
+    page.locator("#parameters summary").click()
     parameters = page.locator("#parameters").inner_text()
     assert "<script>window.__pwned=4</script>" in parameters
     answer = page.locator("section.summary").inner_text()
@@ -135,8 +140,8 @@ def test_hostile_content_is_shown_as_text(
 def test_keyboard_moves_through_the_steps(
     browser: Browser, tmp_path: Path, env: dict[str, str]
 ) -> None:
-    """j/k next and previous, G last, g first; o opens the current step's folds; p hides the
-    parameter panel; the step list follows."""
+    """j/k next and previous, G last, g first; o opens the current step's folds; p opens and
+    closes the parameter snapshot (closed at first); the step list follows."""
     url = make_store(tmp_path / "runs.sqlite", hostile_records("hostile", 5_000))
     opened = Opened(browser, _view(env, url, "hostile", tmp_path / "keys.html"))
     page = opened.page
@@ -154,9 +159,11 @@ def test_keyboard_moves_through_the_steps(
     assert "#step-1" == page.evaluate("location.hash")
     keys.press("g")
     assert "#step-0" == page.evaluate("location.hash")
-    assert page.locator("#parameters").is_visible()
+    assert not page.locator("#parameters table").is_visible()
     keys.press("p")
-    assert not page.locator("#parameters").is_visible()
+    assert page.locator("#parameters table").is_visible()
+    keys.press("p")
+    assert not page.locator("#parameters table").is_visible()
     page.locator('nav#steps a[data-step="2"]').click()
     assert "#step-2" == page.evaluate("location.hash")
     assert [] == opened.errors
@@ -194,6 +201,61 @@ def test_the_list_of_runs_filters_and_links_to_each_page(
     page.locator("a.back").click()
     page.wait_for_load_state("load")
     assert page.url.endswith("index.html")
+    assert [] == opened.errors
+
+
+def test_the_unfinished_step_is_shown_whole_and_its_markup_never_runs(
+    browser: Browser, tmp_path: Path, env: dict[str, str]
+) -> None:
+    """A run killed inside a never action whose reply and arguments hold a script tag: the
+    step is in the list, j reaches it, its reply and arguments are shown as text, nothing
+    runs."""
+    url = make_store(tmp_path / "runs.sqlite", doubt_records("crashed", finished=False))
+    opened = Opened(browser, _view(env, url, "crashed", tmp_path / "crashed.html"))
+    page = opened.page
+    assert 2 == page.locator("nav#steps a").count()
+    page.keyboard.press("G")
+    assert "#step-1" == page.evaluate("location.hash")
+    card = page.locator("#step-1")
+    assert "may or may not have run" in card.locator(".state").inner_text()
+    assert HOSTILE_NOTE in card.locator("pre.reply").inner_text()
+    assert f'"note": "{HOSTILE_NOTE}"' in card.locator("pre.args").inner_text()
+    assert "refund" == card.locator("p.tool").inner_text()
+    assert page.evaluate("typeof window.__pwned") == "undefined"
+    assert 0 == page.locator("main script").count()
+    assert [] == opened.errors
+
+
+def test_the_list_of_runs_sorts_by_a_column(
+    browser: Browser, tmp_path: Path, env: dict[str, str]
+) -> None:
+    """Clicking a heading sorts the rows by it (numbers as numbers), again reverses; the
+    list shows each run's status word and duration."""
+    url = make_store(tmp_path / "runs.sqlite", hostile_records("hostile", 10), kit=True)
+    directory = tmp_path / "pages"
+    assert 0 == polyloop("view", "--all", "--store", url, "-o", str(directory), env=env).code
+    opened = Opened(browser, directory / "index.html")
+    page = opened.page
+
+    def column(name: str) -> list[str]:
+        index = page.locator("#runs thead th").all_inner_texts().index(name)
+        return [
+            row.locator("td").nth(index).inner_text()
+            for row in page.locator("#runs tbody tr").all()
+        ]
+
+    page.locator("#runs thead th button", has_text="steps").click()
+    assert ["0", "2", "3", "4"] == column("steps")
+    page.locator("#runs thead th button", has_text="steps").click()
+    assert ["4", "3", "2", "0"] == column("steps")
+    assert "descending" == page.locator("#runs thead th", has_text="steps").get_attribute(
+        "aria-sort"
+    )
+    page.locator("#runs thead th button", has_text="run").first.click()
+    assert ["hostile", "run-empty", "run-finished", "run-unfinished"] == column("run")
+    words = dict(zip(column("run"), column("status word"), strict=True))
+    assert {"run-unfinished": "running", "run-finished": "succeeded"}.items() <= words.items()
+    assert all(cell.endswith("ms") for cell in column("duration"))
     assert [] == opened.errors
 
 

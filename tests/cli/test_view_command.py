@@ -7,21 +7,23 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import dataclasses
 import html
+import json
 import re
 from pathlib import Path
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from polyloop import testing
 from polyloop.stores.sqlite import SqliteRunStore
-from polyloop.types import StopReason
+from polyloop.types import ModelCallResult, ReplayPolicy, StopReason
 from polyloop_cli.view import page_name
-from polyloop_cli.view_page import FOLD_CHARS, text
+from polyloop_cli.view_page import FOLD_CHARS, RunPage, run_page, text
 from tests.cli._kit import assert_one_line_error, headline, polyloop
 from tests.cli.test_damaged_stores import damaged_sqlite  # noqa: F401  (a fixture)
-from tests.table_kit import fill
+from tests.table_kit import fill, replied
 
 HOSTILE_REPLY = (
     'CALL lookup {"q": "</pre><script>window.__pwned = 1</script><img src=x '
@@ -73,13 +75,9 @@ def make_store(path: Path, *record_lists: list[object], kit: bool = False) -> st
     return f"sqlite://{path}"
 
 
-@given(st.text())
-def test_text_escapes_everything(value: str) -> None:
-    """Any text: no markup character or control character is left; unescaped, it is the text
-    with each control character shown as its Unicode picture."""
-    shown = text(value)
-    assert not re.search(r'[<>"\x00-\x08\x0b-\x1f\x7f]', shown)
-    pictured = "".join(
+def _pictured(value: str) -> str:
+    """``value`` with each control character (but tab and newline) as its Unicode picture."""
+    return "".join(
         chr(0x2400 + ord(c))
         if ord(c) < 0x20 and c not in "\t\n"
         else "\u2421"
@@ -87,7 +85,15 @@ def test_text_escapes_everything(value: str) -> None:
         else c
         for c in value
     )
-    assert pictured == html.unescape(shown)
+
+
+@given(st.text())
+def test_text_escapes_everything(value: str) -> None:
+    """Any text: no markup character or control character is left; unescaped, it is the text
+    with each control character shown as its Unicode picture."""
+    shown = text(value)
+    assert not re.search(r'[<>"\x00-\x08\x0b-\x1f\x7f]', shown)
+    assert _pictured(value) == html.unescape(shown)
 
 
 def test_the_page_has_every_step_and_no_markup_from_the_log(
@@ -148,6 +154,8 @@ def test_run_id_or_all(tmp_path: Path, env: dict[str, str]) -> None:
     url = make_store(tmp_path / "runs.sqlite", kit=True)
     assert_one_line_error(polyloop("view", "--store", url, env=env), 2)
     assert_one_line_error(polyloop("view", "run-empty", "--all", "--store", url, env=env), 2)
+    episode_alone = polyloop("view", "run-empty", "--episode", "{}", "--store", url, env=env)
+    assert_one_line_error(episode_alone, 2)
 
 
 def test_a_damaged_run_gives_a_page_of_what_can_be_read(
@@ -168,3 +176,245 @@ def test_a_damaged_run_gives_a_page_of_what_can_be_read(
     every = polyloop("view", "--all", "--store", url, "-o", str(tmp_path / "all"), env=env)
     assert_one_line_error(every, 6)
     assert 40 == len(list((tmp_path / "all" / "runs").iterdir()))
+
+
+# ---------------------------------------------------------------------------
+# Design 0061: the unfinished step, one token total, the step list, the task
+# ---------------------------------------------------------------------------
+
+#: Markup in a call's arguments, for the step a run started and did not finish.
+HOSTILE_NOTE = "</pre><script>window.__pwned = 6</script>"
+#: The snapshot of a run whose replies the line parser reads (a parser polyloop ships).
+LINE_PARSER = {
+    "model_client.kind": "scripted",
+    "decision_parser.kind": "line_protocol",
+    "decision_parser.version": "1",
+}
+
+
+def doubt_records(run_id: str, *, finished: bool) -> list[object]:
+    """Step 0 done; step 1's reply calls the never tool ``refund`` with markup in its arguments
+    and its action intent has no outcome (killed mid-action). ``finished``: resume then stopped
+    it with resume_state_unknown. The replies report 1,000 and 234 tokens."""
+    done = replied(
+        testing.tool_step(run_id, 0, observation="order found"),
+        usage={"prompt_tokens": 900, "completion_tokens": 100, "total_tokens": 1_000},
+    )
+    doubt = replied(
+        testing.tool_step(
+            run_id,
+            1,
+            tool_name="refund",
+            arguments={"note": HOSTILE_NOTE, "amount": 5},
+            content='CALL refund {"amount": 5, "note": "' + HOSTILE_NOTE + '"}',
+            replay_policy=ReplayPolicy.NEVER,
+        ),
+        usage={"prompt_tokens": 200, "completion_tokens": 34, "total_tokens": 234},
+    )
+    assert doubt.action_intent is not None
+    records: list[object] = [testing.run_started(run_id, LINE_PARSER)]
+    records += done.records
+    records += [doubt.model_intent, doubt.model_result, doubt.action_intent]
+    if finished:
+        records.append(testing.run_finished(run_id, [done], StopReason.RESUME_STATE_UNKNOWN))
+    return records
+
+
+def _card(page: str, step: int) -> str:
+    start = page.index(f'id="step-{step}"')
+    return page[start : page.index("</section>", start)]
+
+
+def _nav(page: str) -> str:
+    return page[page.index('<nav id="steps"') : page.index("</nav>")]
+
+
+def test_an_action_in_doubt_is_shown_with_its_tool_arguments_reply_and_state(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """A step killed inside a never action, then stopped by resume (resume_state_unknown), and
+    the same run before resume: the step is in the list under its tool, its card shows the
+    reply, the tool, the arguments (escaped), where they come from and the state in words."""
+    url = make_store(
+        tmp_path / "runs.sqlite",
+        doubt_records("stopped", finished=True),
+        doubt_records("crashed", finished=False),
+    )
+    for run_id, words in (
+        ("stopped", "The run stopped (resume_state_unknown) with this step unfinished"),
+        ("crashed", "so the run stops instead of repeating it"),
+    ):
+        output = tmp_path / f"{run_id}.html"
+        result = polyloop("view", run_id, "--store", url, "-o", str(output), env=env)
+        assert 0 == result.code, result.stderr
+        page = output.read_text(encoding="utf-8")
+        assert 2 == page.count("<script")
+        assert "<script>window" not in page
+        nav = _nav(page)
+        assert 'data-step="1"' in nav
+        assert "<b>refund</b>" in nav
+        card = _card(page, 1)
+        assert "may or may not have run (replay policy never)" in card
+        assert words in html.unescape(card)
+        assert '<p class="tool">refund</p>' in card
+        shown = html.unescape(card)
+        assert f'"note": "{HOSTILE_NOTE}"' in shown  # the arguments, pretty-printed
+        assert f'CALL refund {{"amount": 5, "note": "{HOSTILE_NOTE}"}}' in shown  # the reply
+        assert "read from the reply by the run's decision parser (line_protocol" in shown
+        assert "action-1</code> action, replay policy <b>never</b>: no outcome recorded" in card
+
+
+def test_a_parked_run_shows_what_waits_for_a_person_and_since_when(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """Runs parked by the real loop on an approval and on a question (markup in it): the
+    waiting step is listed under its tool, its card says what it waits for since the ask's
+    time, with the tool and the arguments of the ask, escaped."""
+    from polyloop.asking import RunParked
+    from polyloop.session import run_or_park
+    from tests.asking_kit import definition, gated_request
+    from tests.loop_kit import Effects
+
+    path = tmp_path / "runs.sqlite"
+    scripts = {
+        "approval": ["CALL read {}", 'CALL refund {"amount": 7}'],
+        "question": ['CALL ask_user {"question": "' + HOSTILE_NOTE + '"}'],
+    }
+
+    async def park() -> dict[str, RunParked]:
+        parked = {}
+        async with SqliteRunStore(path) as store:
+            for run_id, script in scripts.items():
+                request = gated_request(run_id, Effects())
+                outcome = await run_or_park(definition(script, store), request)
+                assert isinstance(outcome, RunParked), outcome
+                parked[run_id] = outcome
+        return parked
+
+    with concurrent.futures.ThreadPoolExecutor(1) as thread:
+        parked = thread.submit(asyncio.run, park()).result()
+    for run_id, (tool, step, words, argument) in {
+        "approval": ("refund", 1, "waiting for approval since", '"amount": 7'),
+        "question": ("ask_user", 0, "waiting for an answer since", f'"question": "{HOSTILE_NOTE}"'),
+    }.items():
+        output = tmp_path / f"{run_id}.html"
+        result = polyloop("view", run_id, "--store", f"sqlite://{path}", "-o", str(output), env=env)
+        assert 0 == result.code, result.stderr
+        page = output.read_text(encoding="utf-8")
+        assert 2 == page.count("<script")
+        card = html.unescape(_card(page, step))
+        ask = parked[run_id].ask
+        assert f"{words} {ask.asked_at}" in card
+        assert f'<p class="tool">{tool}</p>' in card
+        assert argument in card
+        assert "the ask of this step" in card
+        assert ask.arguments_sha256 in card
+        assert f"decide it naming --step {step}" in card  # design 0059
+        assert f"<b>{tool}</b>" in _nav(page)
+        assert "announced, never completed" not in page
+        assert "<dt>status word</dt><dd>waiting_approval</dd>" in page
+
+
+def test_both_pages_count_every_reply_s_tokens(tmp_path: Path, env: dict[str, str]) -> None:
+    """One rule: the run page's total and the list's are every recorded reply's tokens, the
+    unfinished step's reply included (1,000 + 234)."""
+    url = make_store(tmp_path / "runs.sqlite", doubt_records("stopped", finished=True))
+    directory = tmp_path / "pages"
+    assert 0 == polyloop("view", "--all", "--store", url, "-o", str(directory), env=env).code
+    index = (directory / "index.html").read_text(encoding="utf-8")
+    page = (directory / "runs" / page_name("stopped")).read_text(encoding="utf-8")
+    assert '<td class="num" data-sort="1234">1,234</td>' in index
+    summary = page[page.index('<section class="summary">') : page.index("</section>")]
+    assert "<dt>tokens</dt><dd>1,234 (completion_tokens=134 prompt_tokens=1,100 " in summary
+
+
+def test_the_step_list_names_each_tool_with_its_arguments_and_the_panel_is_closed(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """The list reads the tool and an argument preview (not "tool call lookup"), the code's
+    text, the answer; the parameter snapshot is a closed fold."""
+    url = make_store(tmp_path / "runs.sqlite", kit=True)
+    output = tmp_path / "page.html"
+    assert 0 == polyloop("view", "run-finished", "--store", url, "-o", str(output), env=env).code
+    page = output.read_text(encoding="utf-8")
+    nav = _nav(page)
+    assert "tool call" not in nav
+    assert '<b>lookup</b> <span class="args">{&quot;id&quot;:7}</span>' in nav
+    assert '<b>code</b> <span class="args">print(' in nav
+    assert "<b>final</b>" in nav
+    assert '<details id="parameters" aria-label="parameter snapshot"><summary>' in page
+    assert "<aside" not in page
+
+
+def test_the_task_is_said_missing_without_an_agent_and_rebuilt_with_one(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """Without --agent the page says the log does not record the prompt; with the demo's
+    agent the goal and the messages are shown, checked against each step's recorded prompt
+    size; an agent whose request is not the run's is said not to match."""
+    demo = polyloop("demo", "--approval", "--json", env=env, timeout=120)
+    assert 0 == demo.code, demo.stderr
+    document = demo.json()
+    url, run_id = document["store"], document["run_id"]
+    agent = ("--agent", document["agent"], "--episode", json.dumps(document["episode"]))
+    bare = tmp_path / "bare.html"
+    assert 0 == polyloop("view", run_id, "--store", url, "-o", str(bare), env=env).code
+    assert "The log does not record the prompt" in bare.read_text(encoding="utf-8")
+    rebuilt = tmp_path / "rebuilt.html"
+    result = polyloop("view", run_id, "--store", url, "-o", str(rebuilt), *agent, env=env)
+    assert 0 == result.code, result.stderr
+    page = html.unescape(rebuilt.read_text(encoding="utf-8"))
+    task = page[
+        page.index('<section class="task"') : page.index("</section>", page.index("<h2>Task"))
+    ]
+    assert "Ticket #5531" in task
+    assert "matches the prompt size recorded by each of the 1 steps" in task
+    assert "The log does not record the prompt" not in page
+    step_0 = page[page.index('id="step-0"') : page.index("</section>", page.index('id="step-0"'))]
+    assert "as the model saw it in the next call" in step_0
+    assert "Tool result: {" in step_0  # the observation as the template wrapped it
+    directory = tmp_path / "all"
+    every = polyloop("view", "--all", "--store", url, "-o", str(directory), *agent, env=env)
+    assert 0 == every.code, every.stderr
+    assert "Ticket #5531" in (directory / "index.html").read_text(encoding="utf-8")
+    other = make_store(tmp_path / "other.sqlite", hostile_records("hostile", 10))
+    wrong = tmp_path / "wrong.html"
+    result = polyloop("view", "hostile", "--store", other, "-o", str(wrong), *agent, env=env)
+    assert 0 == result.code, result.stderr
+    assert "it does NOT match the run: step 0 recorded 100 prompt characters" in (
+        html.unescape(wrong.read_text(encoding="utf-8"))
+    )
+
+
+def _tags(page: str) -> list[str]:
+    return re.findall(r"<(/?[A-Za-z][A-Za-z0-9]*)", page)
+
+
+@settings(max_examples=60, deadline=None)
+@given(note=st.text(max_size=200), thinking=st.text(max_size=200), finished=st.booleans())
+def test_any_text_of_an_unfinished_step_adds_no_markup(
+    note: str, thinking: str, finished: bool
+) -> None:
+    """Any text in the unfinished step's arguments, reply and thinking: the page's markup is
+    the same tag for tag as with plain text there, and the card shows the text itself."""
+
+    def page_of(note: str, thinking: str) -> str:
+        records = doubt_records("r", finished=finished)
+        content = "CALL refund " + json.dumps({"note": note}, ensure_ascii=False)
+        records = [
+            dataclasses.replace(
+                record,
+                reply=dataclasses.replace(record.reply, content=content, thinking=thinking),
+            )
+            if isinstance(record, ModelCallResult) and record.result_id == "model-1"
+            else record
+            for record in records
+        ]
+        log = testing.run_log_from(records)  # type: ignore[arg-type]
+        return run_page(RunPage("r", log, "memory://"))
+
+    plain = page_of("x", "t" if thinking else "")
+    page = page_of(note, thinking)
+    assert _tags(plain) == _tags(page)
+    card = html.unescape(_card(page, 1))
+    assert _pictured(json.dumps({"note": note}, indent=2, ensure_ascii=False)) in card

@@ -701,6 +701,23 @@ class SecondDecisionWins(ReferenceStore):
         super().refuse_duplicate(record, decoded)
 
 
+class AsksKeyedByContent(ReferenceStore):
+    """Keys asks and decisions by their arguments' digest instead of their step: the same call
+    asked about twice is refused as a duplicate, and a decision could stand for either ask."""
+
+    def refuse_duplicate(self, record: LogRecord, decoded: list[LogRecord]) -> None:
+        if isinstance(record, UserAsked | UserAnswered):
+            for earlier in decoded:
+                if (
+                    type(earlier) is type(record)
+                    and isinstance(earlier, UserAsked | UserAnswered)
+                    and earlier.arguments_sha256 == record.arguments_sha256
+                ):
+                    raise DuplicateRecordError(f"run {record.run_id!r} already has this ask")
+            return
+        super().refuse_duplicate(record, decoded)
+
+
 class BatchStoresUpToARefusal(ReferenceStore):
     """Writes a batch record by record: a refused record leaves the ones before it stored."""
 
@@ -766,6 +783,7 @@ STORES: Mapping[str, type[ReferenceStore]] = {
     "keeps_only_the_last_step": KeepsOnlyTheLastStep,
     "two_defects": TwoDefects,
     "second_decision_wins": SecondDecisionWins,
+    "asks_keyed_by_content": AsksKeyedByContent,
     "batch_stores_up_to_a_refusal": BatchStoresUpToARefusal,
     "batch_filed_under_its_first_run": BatchFiledUnderItsFirstRun,
 }
@@ -810,6 +828,10 @@ CAUGHT_BY: Mapping[str, Expected] = {
     "second_decision_wins": Expected(
         "run_store_user_asking::test_a_second_decision_for_one_ask_is_refused",
         "a decision is given once",
+    ),
+    "asks_keyed_by_content": Expected(
+        "run_store_user_asking::test_alike_asks_of_two_steps_stay_two_asks",
+        "an ask is named by its step",
     ),
     "batch_stores_up_to_a_refusal": Expected(
         "run_store_record_batching::test_a_refused_record_stores_none_of_its_batch",

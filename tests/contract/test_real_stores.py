@@ -112,7 +112,7 @@ def test_each_store_passes_every_store_rule(suite_run: Result, store: str) -> No
     )
     assert len(outcomes) >= 33
     assert 5 == sum(1 for key in outcomes if key.startswith("run_store_leases::"))
-    assert 4 == sum(1 for key in outcomes if key.startswith("run_store_user_asking::"))
+    assert 5 == sum(1 for key in outcomes if key.startswith("run_store_user_asking::"))
     assert len(BATCHING_RULES) == sum(
         1 for key in outcomes if key.startswith("run_store_record_batching::")
     )

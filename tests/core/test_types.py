@@ -122,6 +122,10 @@ EXPECTED_FIELDS: dict[type[Any], list[tuple[str, object, object]]] = {
         # added after schema 1.0, defaulted and optional on read (design 0052)
         ("follows_run_id", str | None, None),
         ("queued_input", str | None, None),
+        # added after schema 1.0, defaulted and optional on read (design 0067)
+        ("forked_from_run_id", str | None, None),
+        ("forked_at_step", int | None, None),
+        ("fork_left_in_doubt", bool, False),
     ],
     Intent: [
         ("run_id", str, _NO_DEFAULT),

@@ -101,13 +101,18 @@ async def _decide(kind: str, where: str, run_id: str, verdict: str) -> None:
         try:
             if verdict == "approve":
                 await approve(
-                    store, run_id, arguments_sha256=ask.arguments_sha256, lease_wait_seconds=20
+                    store,
+                    run_id,
+                    step=ask.step,
+                    arguments_sha256=ask.arguments_sha256,
+                    lease_wait_seconds=20,
                 )
             else:
                 await reject(
                     store,
                     run_id,
                     reason="no",
+                    step=ask.step,
                     arguments_sha256=ask.arguments_sha256,
                     lease_wait_seconds=20,
                 )

@@ -34,13 +34,19 @@ async def test_a_gated_run_parks_is_decided_and_resumed_across_store_objects(
     deciding = opened.reopen()
     pending = await read_pending_ask(deciding, "g")
     assert first.ask == pending
-    await approve(deciding, "g", arguments_sha256=first.ask.arguments_sha256, decided_by="ana")
+    await approve(
+        deciding,
+        "g",
+        step=first.ask.step,
+        arguments_sha256=first.ask.arguments_sha256,
+        decided_by="ana",
+    )
     second = await resume_or_park(definition(SCRIPT, opened.reopen()), gated_request("g", effects))
     assert isinstance(second, RunParked)
     assert AskKind.QUESTION is second.ask.kind
     assert "Which account?" == second.ask.question
     assert {"refund:80": 1} == dict(effects.counts)
-    await answer(opened.reopen(), "g", "the savings account")
+    await answer(opened.reopen(), "g", "the savings account", step=second.ask.step)
     done = await resume_or_park(definition(SCRIPT, opened.reopen()), gated_request("g", effects))
     assert isinstance(done, RunResult)
     assert StopReason.TASK_COMPLETED is done.stop_reason

@@ -1,6 +1,7 @@
 """A real OTLP/HTTP receiver for metrics on loopback (no collector binary can be installed
 here, and Phoenix takes traces only): it decodes each export with the OpenTelemetry protobuf
-definitions and keeps the data points."""
+definitions and keeps the data points. It takes traces too, keeping the span names, or holds
+every trace export unanswered (a collector whose trace pipeline hangs)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,10 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
     ExportMetricsServiceRequest,
     ExportMetricsServiceResponse,
 )
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
 
 
 class MetricsReceiver:
@@ -21,7 +26,18 @@ class MetricsReceiver:
     def __init__(self) -> None:
         self.points: list[tuple[str, dict[str, str], float]] = []
         self.services: set[str] = set()
+        #: (span name, trace id in hex) of every span received.
+        self.spans: list[tuple[str, str]] = []
         self._lock = threading.Lock()
+
+    def take_spans(self, body: bytes) -> None:
+        request = ExportTraceServiceRequest()
+        request.ParseFromString(body)
+        with self._lock:
+            for resource in request.resource_spans:
+                for scope in resource.scope_spans:
+                    for span in scope.spans:
+                        self.spans.append((span.name, span.trace_id.hex()))
 
     def take(self, body: bytes) -> None:
         request = ExportMetricsServiceRequest()
@@ -54,19 +70,29 @@ class MetricsReceiver:
 
 
 @contextlib.contextmanager
-def metrics_receiver() -> Iterator[tuple[MetricsReceiver, str]]:
-    """A receiver serving ``POST /v1/metrics`` on a free loopback port; yields it and its URL."""
+def metrics_receiver(*, hold_traces: bool = False) -> Iterator[tuple[MetricsReceiver, str]]:
+    """A receiver serving ``POST /v1/metrics`` and ``/v1/traces`` on a free loopback port;
+    yields it and its URL. ``hold_traces``: trace exports are read and never answered (until
+    the receiver stops)."""
     receiver = MetricsReceiver()
+    released = threading.Event()
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-            if self.path != "/v1/metrics":
+            if self.path == "/v1/traces":
+                if hold_traces:
+                    released.wait()
+                    return
+                receiver.take_spans(body)
+                answer = ExportTraceServiceResponse().SerializeToString()
+            elif self.path == "/v1/metrics":
+                receiver.take(body)
+                answer = ExportMetricsServiceResponse().SerializeToString()
+            else:
                 self.send_response(404)
                 self.end_headers()
                 return
-            receiver.take(body)
-            answer = ExportMetricsServiceResponse().SerializeToString()
             self.send_response(200)
             self.send_header("Content-Type", "application/x-protobuf")
             self.send_header("Content-Length", str(len(answer)))
@@ -82,6 +108,7 @@ def metrics_receiver() -> Iterator[tuple[MetricsReceiver, str]]:
     try:
         yield receiver, f"http://127.0.0.1:{server.server_address[1]}"
     finally:
+        released.set()
         server.shutdown()
         server.server_close()
         thread.join()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -29,6 +30,7 @@ from polyloop.types import StopReason
 from tests.adapters.gateway._server import FakeGateway, closed_port, serve_in_thread
 from tests.adapters.gateway._server import unaccepting_listener as silent_listener
 from tests.adapters.otel._agent import definition, request
+from tests.adapters.otel._receiver import metrics_receiver
 from tests.adapters.otel.test_sink import SCRIPT
 from tests.loop_kit import Crash
 from tests.stores import _postgres
@@ -171,6 +173,8 @@ async def test_no_secret_reaches_the_telemetry_even_with_content_on(
     assert 2 == sum(1 for s in finished if s.name.startswith("invoke_agent"))
     chat = next(s for s in finished if s.name == "chat served-model")
     assert "served-model" == (chat.attributes or {})["gen_ai.request.model"]
+    assert "served-model" == (chat.attributes or {})["gen_ai.response.model"]
+    assert "openai" == (chat.attributes or {})["gen_ai.provider.name"]
     everything = "\n".join(s.to_json() for s in finished)
     data = reader.get_metrics_data()
     assert data is not None
@@ -202,3 +206,35 @@ async def test_shutdown_ends_the_invocation_of_a_run_that_raised() -> None:
     assert 0 == sink.open_invocations
     (invocation,) = [s for s in kept.get_finished_spans() if s.name.startswith("invoke_agent")]
     assert StatusCode.ERROR == invocation.status.status_code
+
+
+def test_spans_dropped_on_a_full_queue_are_counted_logged_once_and_measured(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A collector that holds every trace export: beyond the 5 spans the queue may hold, spans
+    are dropped, and every span is either handed to the exporter or counted as dropped — in
+    ``dropped_spans`` and the ``polyloop.telemetry.spans_dropped`` metric the receiver gets;
+    the first drop is logged, once, at WARNING."""
+    caplog.set_level(logging.WARNING, logger="polyloop")
+    with metrics_receiver(hold_traces=True) as (receiver, url):
+        telemetry = OtlpTelemetry(
+            url,
+            export_interval_seconds=0.05,
+            export_timeout_seconds=1.0,
+            max_queue_size=5,
+            max_export_batch_size=5,
+        )
+        tracer = telemetry.tracer_provider.get_tracer("test")
+        for _ in range(50):
+            tracer.start_span("burst").end()
+        dropped = telemetry.dropped_spans
+        assert 35 <= dropped < 50
+        deadline = time.monotonic() + 30
+        while receiver.last("polyloop.telemetry.spans_dropped") != {(): float(dropped)}:
+            assert time.monotonic() < deadline, receiver.last("polyloop.telemetry.spans_dropped")
+            time.sleep(0.05)
+        telemetry.shutdown()
+    assert 50 == telemetry.dropped_spans + telemetry._spans.spans_taken
+    warnings = [r for r in caplog.records if "span queue is full" in r.getMessage()]
+    assert 1 == len(warnings)
+    assert logging.WARNING == warnings[0].levelno

@@ -19,10 +19,15 @@ from typing import Any
 
 import pytest
 
-from polyloop.adapters.otel import run_span_id, run_trace_id
-from polyloop.session import resume
+from polyloop.adapters.gateway import GatewayModelClient
+from polyloop.adapters.otel import OtlpTelemetry, run_trace_id
+from polyloop.session import resume, run
+from polyloop.stores.memory import MemoryRunStore
 from polyloop.stores.sqlite import SqliteRunStore
 from polyloop.types import StopReason
+from tests.adapters.gateway._server import FakeGateway, serve_in_thread
+from tests.adapters.otel._agent import definition as agent_definition
+from tests.adapters.otel._agent import request
 from tests.adapters.otel._child import definition, telemetry_for
 from tests.stores import _agent
 
@@ -32,10 +37,14 @@ ROOT = Path(__file__).resolve().parents[3]
 Span = Mapping[str, Any]
 
 
-def _spans(url: str, run_id: str) -> list[Span]:
-    """Every span Phoenix holds for the run's trace."""
-    query = urllib.parse.urlencode({"trace_id": f"{run_trace_id(run_id):032x}", "limit": 1000})
-    with urllib.request.urlopen(f"{url}/v1/projects/default/spans?{query}", timeout=10) as answer:
+def _spans(url: str, run_id: str, *, roots_only: bool = False) -> list[Span]:
+    """Every span Phoenix holds for the run's trace (only its root spans: what the Spans view
+    lists)."""
+    query = {"trace_id": f"{run_trace_id(run_id):032x}", "limit": 1000}
+    if roots_only:
+        query["parent_id"] = "null"
+    where = f"{url}/v1/projects/default/spans?{urllib.parse.urlencode(query)}"
+    with urllib.request.urlopen(where, timeout=10) as answer:
         body = json.loads(answer.read())
     data: list[Span] = body["data"]
     return data
@@ -148,7 +157,7 @@ def _check_crashed_part(spans: list[Span], run_id: str) -> str:
 async def test_a_killed_and_resumed_run_reads_back_as_one_trace_with_its_replay_marked(
     phoenix_url: str, tmp_path: Path
 ) -> None:
-    """SAFE action in doubt: the resumed invocation (a root under the run's span) says it made
+    """SAFE action in doubt: the resumed invocation (a root of the run's trace) says it made
     the action again; its model call (reused from the log) and action carry the marks; every
     span is in the trace derived from the run id."""
     run_id, spans, stop, effects = await _crash_and_resume(phoenix_url, tmp_path, "safe")
@@ -158,7 +167,8 @@ async def test_a_killed_and_resumed_run_reads_back_as_one_trace_with_its_replay_
     crashed_invocation = _check_crashed_part(spans, run_id)
 
     invocation = _named(spans, "invoke_agent polyloop")
-    assert f"{run_span_id(run_id):016x}" == _parent(invocation)
+    assert _parent(invocation) is None
+    assert [_id(invocation)] == [_id(s) for s in _spans(phoenix_url, run_id, roots_only=True)]
     assert crashed_invocation != _id(invocation)
     assert {
         "gen_ai.operation.name": "invoke_agent",
@@ -251,3 +261,68 @@ def test_the_example_shows_its_crashed_and_resumed_run_as_one_trace(phoenix_url:
     assert "execute_action_again" == invocation["attributes"]["polyloop.resume.move"]
     assert _named(spans, "execute_tool fetch")["attributes"]["polyloop.replayed"] is True
     assert _parent(_named(spans, "execute_tool look")) != _id(invocation)
+
+
+async def test_a_run_reads_back_as_root_invocation_with_prompts_errors_and_timed_parts(
+    phoenix_url: str,
+) -> None:
+    """A run through the gateway client with content capture on, its second tool raising:
+    Phoenix lists the invocation among the trace's root spans (its Spans view), shows the
+    messages sent to the model as the call's input messages, the model and provider, the failed
+    tool as an error with its exception type, and the model call and the action each at their
+    own time."""
+    run_id = f"otel-root-{os.getpid()}-{time.time_ns()}"
+    served = FakeGateway()
+    served.scripts["phoenix"] = ['CALL lookup {"q": "otel"}', "CALL broken {}", "FINAL: done"]
+    telemetry = OtlpTelemetry(phoenix_url, export_interval_seconds=0.05, metrics=False)
+    try:
+        with serve_in_thread(served) as root:
+            async with GatewayModelClient(
+                f"{root}/scripted/phoenix/v1", "served-model", api_key="sk-phoenix-test-31"
+            ) as client:
+                sink = telemetry.event_sink(capture_content=True)
+                result = await run(
+                    agent_definition(client, MemoryRunStore(), sink), request(run_id)
+                )
+        assert StopReason.AGENT_FINISHED == result.stop_reason
+    finally:
+        await asyncio.to_thread(telemetry.shutdown)
+    assert 0 == telemetry.export_failures
+    spans = await asyncio.to_thread(_wait_for, phoenix_url, run_id, lambda s: len(s) >= 6)
+    roots = _spans(phoenix_url, run_id, roots_only=True)
+    assert ["invoke_agent polyloop"] == [s["name"] for s in roots]
+    invocation = _named(spans, "invoke_agent polyloop")
+    assert _parent(invocation) is None
+    assert "openai" == invocation["attributes"]["gen_ai.provider.name"]
+
+    chat = _named(spans, "chat served-model", 1)
+    attributes = chat["attributes"]
+    assert {
+        "gen_ai.provider.name": "openai",
+        "gen_ai.request.model": "served-model",
+        "gen_ai.response.model": "served-model",
+        "llm.model_name": "served-model",
+        "llm.provider": "openai",
+        "llm.input_messages.0.message.role": "system",
+        "llm.input_messages.0.message.content": "You are a test agent.",
+    }.items() <= attributes.items()
+    said = [
+        (
+            attributes[f"llm.input_messages.{k}.message.role"],
+            attributes.get(f"llm.input_messages.{k}.message.content"),
+        )
+        for k in range(5)
+    ]
+    assert ("assistant", 'CALL lookup {"q": "otel"}') == said[3]
+    assert ("user", "Observation: found otel") == said[4]
+
+    broken = _named(spans, "execute_tool broken", 1)
+    assert "ERROR" == broken["status_code"]
+    assert "RuntimeError" == broken["attributes"]["error.type"]
+    lookup = _named(spans, "execute_tool lookup", 0)
+    assert "UNSET" == lookup["status_code"]
+    first_chat = _named(spans, "chat served-model", 0)
+    assert first_chat["end_time"] <= lookup["start_time"]
+    assert lookup["end_time"] <= chat["start_time"]
+    everything = json.dumps(spans)
+    assert "sk-phoenix-test-31" not in everything

@@ -4,12 +4,16 @@ the span tree, the GenAI names and attributes, PolyLoop's own, the metrics, and 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Mapping
 
 import pytest
+from opentelemetry import trace
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
 from polyloop.adapters.otel import (
@@ -19,13 +23,14 @@ from polyloop.adapters.otel import (
     run_trace_id,
 )
 from polyloop.adapters.tool_calls import ReplyToolCall, ToolCallReplyParser, render_tool_calls
+from polyloop.asking import RunParked
 from polyloop.errors import EnvironmentFailure
 from polyloop.ports import Event, EventKind, ModelCall
-from polyloop.session import resume, run
+from polyloop.session import approve, resume, resume_or_park, run, run_or_park
 from polyloop.stores.memory import MemoryRunStore
 from polyloop.testing import ScriptedModelClient, reply
 from polyloop.tools import Tool, ToolRegistry, ToolSpec
-from polyloop.types import ModelReply, ReplayPolicy, StopReason
+from polyloop.types import ModelReply, ReplayPolicy, RunResult, StopReason
 from tests.adapters.otel._agent import (
     Telemetry,
     children,
@@ -34,7 +39,15 @@ from tests.adapters.otel._agent import (
     measurements,
     request,
 )
-from tests.loop_kit import Crash, Effects, make_definition, make_request, scenario_tools
+from tests.asking_kit import AboveLimit, gated_request
+from tests.loop_kit import (
+    Crash,
+    Effects,
+    make_definition,
+    make_request,
+    replies,
+    scenario_tools,
+)
 
 USAGE = {
     "prompt_tokens": 120,
@@ -76,21 +89,20 @@ def _attrs(span: object) -> Mapping[str, object]:
 
 
 async def test_a_run_is_one_invocation_span_in_the_trace_derived_from_its_run_id() -> None:
-    """The invocation span is named and attributed as a GenAI agent invocation, lives in the
-    trace derived from the run id, and hangs under the run's (remote) span."""
+    """The invocation span is named and attributed as a GenAI agent invocation, and is a root
+    span (receivers list roots) in the trace derived from the run id (design 0062)."""
     telemetry = in_memory()
     await _three_steps(telemetry)
     (invocation,) = telemetry.named("invoke_agent")
     assert "invoke_agent polyloop" == invocation.name
     assert run_trace_id("r-otel") == invocation.context.trace_id
-    assert invocation.parent is not None
-    assert run_span_id("r-otel") == invocation.parent.span_id
-    assert invocation.parent.is_remote
+    assert invocation.parent is None
     assert {s.context.trace_id for s in telemetry.finished()} == {run_trace_id("r-otel")}
     attributes = _attrs(invocation)
     assert {
         "gen_ai.operation.name": "invoke_agent",
         "gen_ai.agent.name": "polyloop",
+        "gen_ai.provider.name": "scripted",
         "gen_ai.conversation.id": "r-otel",
         "polyloop.run_id": "r-otel",
         "polyloop.resumed": False,
@@ -126,6 +138,7 @@ async def test_each_step_has_a_model_call_and_its_action_under_the_invocation() 
     chat = next(s for s in telemetry.named("chat") if _attrs(s)["polyloop.step"] == 0)
     assert {
         "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": "scripted",
         "polyloop.run_id": "r-otel",
         "polyloop.step": 0,
         "polyloop.parse_ok": True,
@@ -153,16 +166,16 @@ async def test_each_step_has_a_model_call_and_its_action_under_the_invocation() 
     assert "never" == _attrs(broken)["polyloop.replay_policy"]
     assert "executed" == _attrs(broken)["polyloop.action.outcome"]
     assert _attrs(broken)["polyloop.action.observation_is_synthetic"] is True
-    # A step's spans cover the step; the steps follow each other inside the invocation.
-    assert lookup.start_time == chat.start_time
+    # Each part has its own time: in a step the action follows the model call, the steps
+    # follow each other, all inside the invocation.
     assert invocation.start_time is not None
     assert invocation.end_time is not None
-    for span in children(spans, invocation):
+    previous_end = invocation.start_time
+    for span in sorted(children(spans, invocation), key=lambda s: s.start_time or 0):
         assert span.start_time is not None
         assert span.end_time is not None
-        assert invocation.start_time <= span.start_time <= span.end_time <= invocation.end_time
-    step_starts = sorted({s.start_time for s in children(spans, invocation)}, key=lambda t: t or 0)
-    assert 3 == len(step_starts)
+        assert previous_end <= span.start_time <= span.end_time <= invocation.end_time
+        previous_end = span.end_time
 
 
 async def test_content_is_off_by_default_and_on_by_the_switch() -> None:
@@ -187,6 +200,80 @@ async def test_content_is_off_by_default_and_on_by_the_switch() -> None:
     (lookup,) = on.named("execute_tool lookup")
     assert '{"q":"otel"}' == _attrs(lookup)["gen_ai.tool.call.arguments"]
     assert "found otel" == _attrs(lookup)["gen_ai.tool.call.result"]
+
+
+async def test_with_content_on_the_messages_sent_are_exported_as_input_messages() -> None:
+    """Each model call's messages, as the conventions' ``gen_ai.input.messages``: the prompt of
+    step 1 holds the system and goal messages, the step-0 reply and its observation."""
+    on = in_memory(capture_content=True)
+    await _three_steps(on)
+    chat = next(s for s in on.named("chat") if _attrs(s)["polyloop.step"] == 1)
+    messages = json.loads(str(_attrs(chat)["gen_ai.input.messages"]))
+    assert [
+        ("system", "You are a test agent."),
+        ("user", "Look things up, then answer."),
+        ("assistant", 'CALL lookup {"q": "otel"}'),
+        ("user", "Observation: found otel"),
+    ] == [
+        (m["role"], m["parts"][0]["content"])
+        for m in messages
+        if not m["parts"][0]["content"].startswith("Tools:")
+    ]
+    assert all(part["type"] == "text" for m in messages for part in m["parts"])
+    off = in_memory()
+    await _three_steps(off)
+    assert all("gen_ai.input.messages" not in _attrs(s) for s in off.finished())
+
+
+async def test_a_tool_that_raised_is_an_error_naming_its_exception_type() -> None:
+    """The action still counts as executed (the model sees the failure), but its span is an
+    error with the exception's type, never its message."""
+    telemetry = in_memory()
+
+    def leaky(arguments: Mapping[str, object]) -> str:
+        raise KeyError("token sk-live-0042 not found")
+
+    registry = ToolRegistry([Tool(ToolSpec("leaky", "Fails.", {"type": "object"}), leaky)])
+    model = ScriptedModelClient([reply("CALL leaky {}"), reply("FINAL: no")])
+    result = await run(
+        definition(model, MemoryRunStore(), telemetry.sink), request("r-raise", registry)
+    )
+    assert StopReason.AGENT_FINISHED == result.stop_reason
+    (tool,) = telemetry.named("execute_tool leaky")
+    assert StatusCode.ERROR == tool.status.status_code
+    assert "KeyError" == _attrs(tool)["error.type"]
+    assert "executed" == _attrs(tool)["polyloop.action.outcome"]
+    assert "sk-live" not in repr(_attrs(tool)) + repr(tool.status.description)
+    (invocation,) = telemetry.named("invoke_agent")
+    assert StatusCode.UNSET == invocation.status.status_code
+
+
+async def test_the_model_call_and_the_action_each_span_their_own_time() -> None:
+    """A model call and an action that each take at least 50 ms: the chat span covers the call
+    only, the execute_tool span the action only, one after the other."""
+    telemetry = in_memory()
+
+    class Slow(ScriptedModelClient):
+        async def call(self, call: ModelCall) -> ModelReply:
+            await asyncio.sleep(0.05)
+            return await super().call(call)
+
+    async def slow(arguments: Mapping[str, object]) -> str:
+        await asyncio.sleep(0.05)
+        return "done"
+
+    registry = ToolRegistry([Tool(ToolSpec("slow", "Slow.", {"type": "object"}), slow)])
+    model = Slow([reply("CALL slow {}"), reply("FINAL: ok")])
+    await run(definition(model, MemoryRunStore(), telemetry.sink), request("r-t", registry))
+    chat = next(s for s in telemetry.named("chat") if _attrs(s)["polyloop.step"] == 0)
+    (tool,) = telemetry.named("execute_tool slow")
+    assert chat.start_time is not None
+    assert chat.end_time is not None
+    assert tool.start_time is not None
+    assert tool.end_time is not None
+    assert chat.end_time - chat.start_time >= 50_000_000
+    assert tool.end_time - tool.start_time >= 50_000_000
+    assert chat.end_time <= tool.start_time
 
 
 def test_capture_content_must_be_a_bool() -> None:
@@ -428,3 +515,73 @@ async def test_the_calls_a_step_did_not_execute_are_named_on_its_model_call() ->
     by_step = {_attrs(s)["polyloop.step"]: _attrs(s) for s in telemetry.named("chat")}
     assert ("write", "noop") == by_step[0]["polyloop.calls_not_executed"]
     assert "polyloop.calls_not_executed" not in by_step[1]
+
+
+async def test_an_invocation_that_parks_for_a_person_ends_without_an_error() -> None:
+    """A run parks before a gated refund: its invocation ends then, marked parked, not as an
+    error; the resume that carries out the approval is the next invocation of the trace."""
+    telemetry = in_memory()
+    store = MemoryRunStore()
+    effects = Effects()
+    script = replies('CALL refund {"amount": 80}', "FINAL: refunded")
+    request_ = gated_request("r-park", effects)
+    parked = await run_or_park(
+        make_definition(script, store, sink=telemetry.sink), request_, approval_policy=AboveLimit()
+    )
+    assert isinstance(parked, RunParked)
+    assert 0 == telemetry.sink.open_invocations
+    (first,) = telemetry.named("invoke_agent")
+    assert StatusCode.UNSET == first.status.status_code
+    assert _attrs(first)["polyloop.parked"] is True
+    await approve(store, "r-park", arguments_sha256=parked.ask.arguments_sha256, decided_by="ana")
+    done = await resume_or_park(
+        make_definition(script, store, sink=telemetry.sink), request_, approval_policy=AboveLimit()
+    )
+    assert isinstance(done, RunResult)
+    assert StopReason.AGENT_FINISHED == done.stop_reason
+    invocations = telemetry.named("invoke_agent")
+    assert 2 == len(invocations)
+    assert {StatusCode.UNSET} == {s.status.status_code for s in invocations}
+    assert {run_trace_id("r-park")} == {s.context.trace_id for s in invocations}
+
+
+class _Forwarding(trace.TracerProvider):
+    """A tracer provider that is not the SDK's (as a vendor's may be): its tracers hand every
+    call to an SDK tracer, so the sink cannot reach their id generator."""
+
+    def __init__(self, inner: TracerProvider) -> None:
+        self._inner = inner
+
+    def get_tracer(self, *args: object, **kwargs: object) -> trace.Tracer:
+        inner = self._inner.get_tracer(*args, **kwargs)  # type: ignore[arg-type]
+
+        class Forwarding(trace.Tracer):
+            def start_span(self, *a: object, **k: object) -> trace.Span:
+                return inner.start_span(*a, **k)  # type: ignore[arg-type]
+
+            def start_as_current_span(self, *a: object, **k: object) -> object:  # type: ignore[override]
+                return inner.start_as_current_span(*a, **k)  # type: ignore[arg-type]
+
+        return Forwarding()
+
+
+async def test_with_a_tracer_that_is_not_the_sdks_the_invocation_hangs_under_the_run() -> None:
+    """The sink cannot choose a root's trace id there: the invocation is the child of the
+    run's remote span (design 0049), still in the run's trace; provider_name names the
+    provider."""
+    spans = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    sink = OpenTelemetryEventSink(tracer_provider=_Forwarding(provider), provider_name="anthropic")
+    model = ScriptedModelClient(SCRIPT)
+    await run(definition(model, MemoryRunStore(), sink), request("r-fwd"))
+    (invocation,) = [s for s in spans.get_finished_spans() if s.name.startswith("invoke_agent")]
+    assert invocation.parent is not None
+    assert invocation.parent.is_remote
+    assert run_span_id("r-fwd") == invocation.parent.span_id
+    assert {run_trace_id("r-fwd")} == {s.context.trace_id for s in spans.get_finished_spans()}
+    assert {"anthropic"} == {
+        (s.attributes or {})["gen_ai.provider.name"]
+        for s in spans.get_finished_spans()
+        if not s.name.startswith("execute_tool")
+    }

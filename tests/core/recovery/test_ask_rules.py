@@ -143,7 +143,7 @@ async def test_the_tail_states_of_a_parked_and_a_decided_run() -> None:
     )
     assert (TailState.ASK_PENDING, ResumeMove.WAIT_FOR_DECISION) == (plan.state, plan.move)
     assert parked.ask == plan.ask
-    await approve(store, "g", arguments_sha256=parked.ask.arguments_sha256)
+    await approve(store, "g", step=parked.ask.step, arguments_sha256=parked.ask.arguments_sha256)
     plan = plan_resume(
         await store.read_log("g"), max_consecutive_parse_failures=3, completing_tools=()
     )
@@ -181,7 +181,7 @@ async def test_run_status_through_a_run_s_life() -> None:
     log = await store.read_log("g")
     assert RunStatus.WAITING_APPROVAL is run_status(log)
     assert parked.ask == pending_ask(log)
-    await approve(store, "g", arguments_sha256=parked.ask.arguments_sha256)
+    await approve(store, "g", step=parked.ask.step, arguments_sha256=parked.ask.arguments_sha256)
     log = await store.read_log("g")
     assert RunStatus.RUNNING is run_status(log)
     assert pending_ask(log) is None
@@ -215,7 +215,13 @@ async def test_a_rejected_step_counts_against_the_step_budget() -> None:
     while isinstance(outcome, RunParked):
         from polyloop.session import reject
 
-        await reject(store, "s", reason="no", arguments_sha256=outcome.ask.arguments_sha256)
+        await reject(
+            store,
+            "s",
+            reason="no",
+            step=outcome.ask.step,
+            arguments_sha256=outcome.ask.arguments_sha256,
+        )
         outcome = await resume_or_park(definition(script, store), request)
     assert StopReason.STEP_BUDGET is outcome.stop_reason
     assert 3 == len(outcome.steps)

@@ -110,7 +110,16 @@ def _render(root: str, path: Path) -> str:
 DATA_MAPS = frozenset({"parameter_snapshot", "usage"})
 #: Fields added after schema 1.0 (``optional_on_read``): absent reads as the default.
 OPTIONAL_ON_READ = frozenset(
-    {"finish_reason", "usage", "calls_not_executed", "follows_run_id", "queued_input"}
+    {
+        "finish_reason",
+        "usage",
+        "calls_not_executed",
+        "follows_run_id",
+        "queued_input",
+        "forked_from_run_id",
+        "forked_at_step",
+        "fork_left_in_doubt",
+    }
 )
 
 

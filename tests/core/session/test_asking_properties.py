@@ -89,15 +89,22 @@ def _decision(step: Step) -> UserDecision:
 
 async def _decide(store: object, parked: RunParked, steps: list[Step], tools: object) -> None:
     step = steps[parked.ask.step]
-    digest = parked.ask.arguments_sha256
+    digest, asked = parked.ask.arguments_sha256, parked.ask.step
     if step.verdict == "approve":
-        await approve(store, "p", arguments_sha256=digest)  # type: ignore[arg-type]
+        await approve(store, "p", step=asked, arguments_sha256=digest)  # type: ignore[arg-type]
     elif step.verdict == "edit":
-        await edit(store, "p", {"amount": step.amount - 1}, tools=tools, arguments_sha256=digest)  # type: ignore[arg-type]
+        await edit(
+            store,
+            "p",
+            {"amount": step.amount - 1},
+            tools=tools,
+            step=asked,
+            arguments_sha256=digest,
+        )  # type: ignore[arg-type]
     elif step.verdict == "reject":
-        await reject(store, "p", reason=step.text, arguments_sha256=digest)  # type: ignore[arg-type]
+        await reject(store, "p", reason=step.text, step=asked, arguments_sha256=digest)  # type: ignore[arg-type]
     else:
-        await answer(store, "p", step.text)  # type: ignore[arg-type]
+        await answer(store, "p", step.text, step=asked)  # type: ignore[arg-type]
 
 
 def _expected_effects(steps: list[Step]) -> Counter[str]:

@@ -62,7 +62,7 @@ async def test_a_decision_bound_to_other_digests_is_refused_by_key(
     """Stale arguments, schema or policy: StaleAskError names the key; nothing is written."""
     store, parked = await _parked()
     before = await store.read_log("r")
-    arguments = {"arguments_sha256": parked.ask.arguments_sha256, **options}
+    arguments = {"step": 0, "arguments_sha256": parked.ask.arguments_sha256, **options}
     with pytest.raises(StaleAskError, match=key) as caught:
         await approve(store, "r", **arguments)  # type: ignore[arg-type]
     assert key == caught.value.key
@@ -99,11 +99,22 @@ async def test_a_decision_under_changed_tools_is_refused_by_key(
             ]
         )
     with pytest.raises(StaleAskError) as caught:
-        await approve(store, "r", arguments_sha256=parked.ask.arguments_sha256, tools=tools)
+        await approve(
+            store,
+            "r",
+            step=parked.ask.step,
+            arguments_sha256=parked.ask.arguments_sha256,
+            tools=tools,
+        )
     assert key == caught.value.key
     with pytest.raises(StaleAskError) as again:
         await edit(
-            store, "r", {"amount": 1}, tools=tools, arguments_sha256=parked.ask.arguments_sha256
+            store,
+            "r",
+            {"amount": 1},
+            tools=tools,
+            step=parked.ask.step,
+            arguments_sha256=parked.ask.arguments_sha256,
         )
     assert key == again.value.key
 
@@ -117,7 +128,7 @@ async def test_resume_under_a_changed_schema_or_policy_is_refused_by_key() -> No
     request = gated_request("r", effects, tools=tools)
     parked = await run_or_park(definition(SCRIPT, store), request, approval_policy=AboveLimit())
     assert isinstance(parked, RunParked)
-    await approve(store, "r", arguments_sha256=parked.ask.arguments_sha256)
+    await approve(store, "r", step=parked.ask.step, arguments_sha256=parked.ask.arguments_sha256)
     with pytest.raises(SnapshotMismatchError, match=r"approval\.policy"):
         await resume_or_park(definition(SCRIPT, store), request, approval_policy=AboveLimit(10))
     other = gated_request("r", effects, tools=gated_tools(effects, refund_description="New."))
@@ -130,13 +141,20 @@ async def test_nothing_pending_says_why() -> None:
     """No log, already decided (by whom), finished: AskNotPendingError says which."""
     store = MemoryRunStore()
     with pytest.raises(AskNotPendingError, match="no log"):
-        await approve(store, "r", arguments_sha256="0" * 64)
+        await approve(store, "r", step=0, arguments_sha256="0" * 64)
     store, parked = await _parked(store)
     await reject(
-        store, "r", reason="no", arguments_sha256=parked.ask.arguments_sha256, decided_by="bo"
+        store,
+        "r",
+        reason="no",
+        step=parked.ask.step,
+        arguments_sha256=parked.ask.arguments_sha256,
+        decided_by="bo",
     )
     with pytest.raises(AskNotPendingError, match=r"already decided \(reject by 'bo'"):
-        await approve(store, "r", arguments_sha256=parked.ask.arguments_sha256)
+        await approve(
+            store, "r", step=parked.ask.step, arguments_sha256=parked.ask.arguments_sha256
+        )
 
 
 async def test_deciding_while_a_driver_holds_the_run_is_refused() -> None:
@@ -145,7 +163,9 @@ async def test_deciding_while_a_driver_holds_the_run_is_refused() -> None:
     lease = await store.acquire_run_lease("r")
     try:
         with pytest.raises(RunLeaseHeldError):
-            await approve(store, "r", arguments_sha256=parked.ask.arguments_sha256)
+            await approve(
+                store, "r", step=parked.ask.step, arguments_sha256=parked.ask.arguments_sha256
+            )
     finally:
         await lease.release()
     assert () == (await store.read_log("r")).answers
@@ -158,22 +178,24 @@ async def test_a_verdict_of_the_wrong_kind_or_a_bad_edit_is_refused() -> None:
     digest = parked.ask.arguments_sha256
     tools = gated_request("r", Effects()).tools
     with pytest.raises(ConfigurationError, match="waits for an approval"):
-        await answer(store, "r", "yes")
+        await answer(store, "r", "yes", step=0)
     with pytest.raises(ConfigurationError, match="refused like any call"):
-        await edit(store, "r", {"amount": -5}, tools=tools, arguments_sha256=digest)
+        await edit(store, "r", {"amount": -5}, tools=tools, step=0, arguments_sha256=digest)
     with pytest.raises(ConfigurationError, match="needs a reason"):
-        await reject(store, "r", reason="  ", arguments_sha256=digest)
+        await reject(store, "r", reason="  ", step=0, arguments_sha256=digest)
     await _unchanged(store, before)
 
 
 async def test_a_question_cannot_be_approved() -> None:
     """A question is answered, never approved."""
     store, parked = await _parked()
-    await approve(store, "r", arguments_sha256=parked.ask.arguments_sha256)
+    await approve(store, "r", step=parked.ask.step, arguments_sha256=parked.ask.arguments_sha256)
     second = await resume_or_park(definition(SCRIPT, store), gated_request("r", Effects()))
     assert isinstance(second, RunParked)
     with pytest.raises(ConfigurationError, match="asks the user a question"):
-        await approve(store, "r", arguments_sha256=second.ask.arguments_sha256)
+        await approve(
+            store, "r", step=second.ask.step, arguments_sha256=second.ask.arguments_sha256
+        )
 
 
 async def test_a_tool_less_action_cannot_be_edited() -> None:
@@ -186,7 +208,14 @@ async def test_a_tool_less_action_cannot_be_edited() -> None:
     )
     assert isinstance(parked, RunParked)
     with pytest.raises(ConfigurationError, match="tool-less"):
-        await edit(store, "r", {"a": 1}, tools=tools, arguments_sha256=parked.ask.arguments_sha256)
+        await edit(
+            store,
+            "r",
+            {"a": 1},
+            tools=tools,
+            step=parked.ask.step,
+            arguments_sha256=parked.ask.arguments_sha256,
+        )
 
 
 async def test_a_store_without_user_asking_refuses_gated_runs_only() -> None:
@@ -196,7 +225,7 @@ async def test_a_store_without_user_asking_refuses_gated_runs_only() -> None:
     with pytest.raises(UnsupportedStoreError, match="UserAsking"):
         await run_or_park(definition(SCRIPT, store), gated_request("r", Effects()))
     with pytest.raises(UnsupportedStoreError, match="UserAsking"):
-        await approve(store, "r", arguments_sha256="0" * 64)  # type: ignore[arg-type]
+        await approve(store, "r", step=0, arguments_sha256="0" * 64)  # type: ignore[arg-type]
     assert [] == store.writes
     from tests.loop_kit import make_request
 
@@ -275,7 +304,7 @@ class _Drifting(LineDecisionParser):
 async def test_a_reply_that_parses_into_another_action_on_resume_is_refused() -> None:
     """Resume re-reads the recorded reply; other arguments than asked: StaleAskError."""
     store, parked = await _parked()
-    await approve(store, "r", arguments_sha256=parked.ask.arguments_sha256)
+    await approve(store, "r", step=parked.ask.step, arguments_sha256=parked.ask.arguments_sha256)
     drifting = make_definition(replies(*SCRIPT), store, parser=_Drifting())
     drifting.decision_parser.seen = 1  # type: ignore[attr-defined]
     with pytest.raises(StaleAskError) as caught:

@@ -186,7 +186,7 @@ async def test_a_gated_follow_up_parks_and_resumes_with_its_conversation() -> No
     parked = await follow_up(first, "t1", make_request("t2", tools=gated), "Refund it, please")
     assert isinstance(parked, RunParked)
     assert 0 == effects.counts["refund"]
-    await approve(store, "t2", arguments_sha256=parked.ask.arguments_sha256)
+    await approve(store, "t2", step=parked.ask.step, arguments_sha256=parked.ask.arguments_sha256)
     later = make_definition(script, store)
     result = await resume_or_park(later, make_request("t2", tools=gated))
     assert isinstance(result, RunResult)

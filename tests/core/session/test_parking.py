@@ -65,7 +65,13 @@ async def test_the_lease_is_free_while_parked() -> None:
 async def test_approve_then_resume_executes_once() -> None:
     """Approve → the normal intent and execution; the run goes on to complete."""
     store, effects, parked = await _parked()
-    await approve(store, "r", arguments_sha256=parked.ask.arguments_sha256, decided_by="ana")
+    await approve(
+        store,
+        "r",
+        step=parked.ask.step,
+        arguments_sha256=parked.ask.arguments_sha256,
+        decided_by="ana",
+    )
     result = await resume_or_park(definition(SCRIPT, store), gated_request("r", effects))
     assert isinstance(result, RunResult)
     assert StopReason.TASK_COMPLETED is result.stop_reason
@@ -79,7 +85,12 @@ async def test_edit_executes_the_edited_arguments() -> None:
     store, effects, parked = await _parked()
     tools = gated_request("r", effects).tools
     await edit(
-        store, "r", {"amount": 30}, tools=tools, arguments_sha256=parked.ask.arguments_sha256
+        store,
+        "r",
+        {"amount": 30},
+        tools=tools,
+        step=parked.ask.step,
+        arguments_sha256=parked.ask.arguments_sha256,
     )
     result = await resume_or_park(definition(SCRIPT, store), gated_request("r", effects))
     assert isinstance(result, RunResult)
@@ -91,7 +102,13 @@ async def test_edit_executes_the_edited_arguments() -> None:
 async def test_reject_ends_the_step_not_executed_with_the_reason() -> None:
     """Reject → NOT_EXECUTED, the observation tells the model why, the step counts."""
     store, effects, parked = await _parked()
-    await reject(store, "r", reason="too much", arguments_sha256=parked.ask.arguments_sha256)
+    await reject(
+        store,
+        "r",
+        reason="too much",
+        step=parked.ask.step,
+        arguments_sha256=parked.ask.arguments_sha256,
+    )
     result = await resume_or_park(definition(SCRIPT, store), gated_request("r", effects))
     assert isinstance(result, RunResult)
     first = result.steps[0]
@@ -143,7 +160,7 @@ async def test_a_policy_gates_single_calls_and_tool_less_actions() -> None:
     assert "print(1)" == parked.ask.action
     assert "refunds-above-50-and-code" == parked.ask.policy_name
     assert {"refund:20": 1} == dict(effects.counts)
-    await approve(store, "r", arguments_sha256=parked.ask.arguments_sha256)
+    await approve(store, "r", step=parked.ask.step, arguments_sha256=parked.ask.arguments_sha256)
     result = await resume_or_park(definition(script, store), request, approval_policy=AboveLimit())
     assert isinstance(result, RunResult)
     assert {"refund:20": 1, "code": 1, "submit": 1} == dict(effects.counts)

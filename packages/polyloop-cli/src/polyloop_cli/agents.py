@@ -7,6 +7,7 @@ episode is the run's id plus the ``--episode`` JSON object, handed to the factor
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -74,8 +75,20 @@ async def opened_agent(
         factory = load_factory(spec)
     except FactoryError as error:
         raise CliError(ExitCode.BAD_FACTORY, str(error)) from None
-    try:
-        async with open_agent(factory, episode, store) as agent:
+    async with contextlib.AsyncExitStack() as held:
+        try:
+            agent = await held.enter_async_context(open_agent(factory, episode, store))
+        except FactoryError as error:
+            raise CliError(ExitCode.BAD_FACTORY, str(error)) from None
+        except Exception as error:
+            # The factory is the user's code: what it raises is theirs to fix, not a bug here.
+            raise CliError(
+                ExitCode.BAD_FACTORY,
+                f"the factory {spec} could not build the agent of run {run_id} "
+                f"({type(error).__name__}); check it and --episode.",
+                detail=str(error),
+            ) from None
+        try:
             yield agent
-    except FactoryError as error:
-        raise CliError(ExitCode.BAD_FACTORY, str(error)) from None
+        except FactoryError as error:
+            raise CliError(ExitCode.BAD_FACTORY, str(error)) from None

@@ -22,13 +22,17 @@ def approve(run_id: str, prefix: str | None, deciding: Deciding) -> None:
     with --agent, exiting as `polyloop resume` does).
 
     Exit codes: 10 the run waits on no ask (none made, already decided, finished); 11 the
-    pending ask is not the one --sha256 names; 12 the run is being driven or decided right
-    now; 13 the ask is a question (use `polyloop answer`). Nothing is written on any of them.
+    pending ask is not the one --step and --sha256 name; 12 the run is being driven or decided
+    right now; 13 the ask is a question (use `polyloop answer`). Nothing is written on any of them.
     """
 
     async def record(opened: RunStore, run_id: str, ask: UserAsked | None, digest: str) -> object:
         return await session.approve(
-            opened, run_id, arguments_sha256=digest, decided_by=deciding.decided_by
+            opened,
+            run_id,
+            step=deciding.step,
+            arguments_sha256=digest,
+            decided_by=deciding.decided_by,
         )
 
     deciding.then_resume(run_id, prefix, record)

@@ -14,10 +14,13 @@ from typing import Any
 from rich.cells import cell_len
 
 from polyloop.asking import AskKind, UserAnswered, UserAsked
+from polyloop.ports import RunLog
 from polyloop_cli.invocation import suggest
 from polyloop_cli.render import Output
+from polyloop_cli.stores import StoreUrl
 
 __all__ = [
+    "AGENT_PLACEHOLDER",
     "ARGUMENT_WIDTH",
     "DIGEST_SHOWN",
     "argument_lines",
@@ -27,6 +30,7 @@ __all__ = [
     "decide_commands",
     "decision_json",
     "fold",
+    "known_agent",
 ]
 
 #: The widest line of an ask's arguments or question, in terminal columns.
@@ -121,14 +125,35 @@ def argument_lines(ask: UserAsked, *, width: int = ARGUMENT_WIDTH, margin: str =
     return lines
 
 
-def decide_commands(ask: UserAsked, option: tuple[str, ...]) -> list[str]:
-    """The commands that decide ``ask``, bound to the digest of what is shown."""
-    digest = ("--sha256", ask.arguments_sha256[:DIGEST_SHOWN])
+def known_agent(log: RunLog, url: StoreUrl) -> tuple[str, ...] | None:
+    """The ``--agent``/``--episode`` words that continue run ``log``, when the CLI knows its
+    agent (a run of ``polyloop demo --approval``, told by its snapshot); else ``None``."""
+    from polyloop_cli.demo_approval import agent_words
+
+    if log.started is None:
+        return None
+    return agent_words(log.started.parameter_snapshot, url)
+
+
+#: ``--agent`` of a run whose agent the CLI cannot know: the user's factory, to fill in.
+AGENT_PLACEHOLDER = ("--agent", "MODULE:FACTORY")
+
+
+def decide_commands(
+    ask: UserAsked, option: tuple[str, ...], agent: tuple[str, ...] | None = None
+) -> list[str]:
+    """The commands that decide ``ask``, naming it by its step and bound to the digest of what
+    is shown. ``agent``: the ``--agent``/``--episode`` words that build the run's agent, when
+    known (the demo's); each command then continues the run at once. Unknown, ``edit`` (which
+    needs it) names the :data:`AGENT_PLACEHOLDER`."""
+    step = ("--step", str(ask.step))
+    digest = (*step, "--sha256", ask.arguments_sha256[:DIGEST_SHOWN])
+    then = agent or ()
     if ask.question is not None:
-        return [suggest("answer", ask.run_id, "…", *option)]
+        return [suggest("answer", ask.run_id, "…", *step, *then, *option)]
     return [
-        suggest("approve", ask.run_id, *digest, *option),
-        suggest("reject", ask.run_id, *digest, "--reason", "…", *option),
+        suggest("approve", ask.run_id, *digest, *then, *option),
+        suggest("reject", ask.run_id, *digest, "--reason", "…", *then, *option),
         *(
             [
                 suggest(
@@ -137,8 +162,7 @@ def decide_commands(ask: UserAsked, option: tuple[str, ...]) -> list[str]:
                     *digest,
                     "--arguments",
                     "{…}",
-                    "--agent",
-                    "MODULE:FACTORY",
+                    *(agent or AGENT_PLACEHOLDER),
                     *option,
                 )
             ]
@@ -148,9 +172,15 @@ def decide_commands(ask: UserAsked, option: tuple[str, ...]) -> list[str]:
     ]
 
 
-def ask_block(output: Output, ask: UserAsked, option: tuple[str, ...]) -> None:
-    """One ask as a block of lines: headline, policy, arguments (80 columns), the commands."""
-    output.line(f"run {ask.run_id} · {ask_headline(ask)} · asked {ask.asked_at}", style="bold")
+def ask_block(
+    output: Output, ask: UserAsked, option: tuple[str, ...], agent: tuple[str, ...] | None = None
+) -> None:
+    """One ask as a block of lines: headline, policy, arguments (80 columns), the commands
+    (``agent``: as :func:`decide_commands`), every line within :attr:`Output.columns`."""
+    width = output.columns
+    headline = f"run {ask.run_id} · {ask_headline(ask)} · asked {ask.asked_at}"
+    for line in [headline] if width is None else fold(headline, width):
+        output.line(line, style="bold")
     if ask.policy_name is not None:
         output.line(f"  gated by policy {ask.policy_name}")
     if ask.question is not None:
@@ -161,6 +191,6 @@ def ask_block(output: Output, ask: UserAsked, option: tuple[str, ...]) -> None:
         output.line(f"  action (sha256 {ask.arguments_sha256[:DIGEST_SHOWN]}):")
     for line in argument_lines(ask, margin="    "):
         output.line(line)
-    output.line("  decide with:")
-    for command in decide_commands(ask, option):
-        output.line(f"    {command}", style="dim")
+    output.line("  decide with:" if agent is None else "  decide with (each continues the run):")
+    for command in decide_commands(ask, option, agent):
+        output.command(command, indent="    ", style="dim")

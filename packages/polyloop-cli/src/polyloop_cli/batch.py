@@ -6,11 +6,12 @@ Nothing here imports Ray: ``--ray`` loads ``polyloop.batch.ray`` when it is give
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
@@ -19,6 +20,8 @@ import click
 from polyloop.batch import (
     BatchControl,
     BatchSummary,
+    Episode,
+    EpisodeAgent,
     EpisodeFactory,
     EpisodesFile,
     EpisodesFileError,
@@ -29,6 +32,7 @@ from polyloop.batch import (
     WorkerSetupError,
     check_episodes_file,
     load_factory,
+    open_agent,
     run_batch,
 )
 from polyloop.batch.errors import BatchError
@@ -123,8 +127,9 @@ def _store_opener(url: StoreUrl) -> Callable[[], AbstractAsyncContextManager[Run
     "otlp",
     metavar="URL",
     default=None,
-    help="Send the batch's metrics (episodes done/failed/parked, steps, steps/s) to the "
-    "OpenTelemetry collector at URL (OTLP/HTTP, e.g. http://127.0.0.1:4318); needs "
+    help="Send the batch's metrics (episodes done/failed/parked, steps, steps/s) and the "
+    "episodes' traces to the OpenTelemetry collector at URL (OTLP/HTTP, e.g. "
+    "http://127.0.0.1:4318; traces of the episodes driven here, not with --ray); needs "
     "polyloop-cli[otel].",
 )
 @json_option_saying("Print the summary as one JSON document.")
@@ -195,8 +200,10 @@ def batch(
         )
 
 
-class _Metrics:
-    """The batch's OpenTelemetry metrics: an observer, and the exporter to close at the end."""
+class _Telemetry:
+    """The batch's OpenTelemetry telemetry: a metrics observer, the episodes' traces (each
+    agent's events also go to one sink, beside its own, design 0062), and the exporters to
+    close at the end."""
 
     def __init__(self, url: str, batch: str) -> None:
         from polyloop.adapters.otel import OtlpTelemetry
@@ -205,12 +212,27 @@ class _Metrics:
             url, service_name="polyloop-batch", export_interval_seconds=5.0
         )
         self.observer: ReportObserver = self._telemetry.batch_metrics(batch=batch)
+        self._sink = self._telemetry.event_sink()
+
+    def traced(self, factory: EpisodeFactory) -> EpisodeFactory:
+        """``factory``, its agents' events also sent to the telemetry (their parameter
+        snapshots unchanged: a batch rerun with or without ``--otlp`` resumes the same runs)."""
+        from polyloop.adapters.otel import observe
+
+        sink = self._sink
+
+        @contextlib.asynccontextmanager
+        async def traced(episode: Episode, store: RunStore) -> AsyncIterator[EpisodeAgent]:
+            async with open_agent(factory, episode, store) as agent:
+                yield EpisodeAgent(observe(agent.definition, sink), agent.request)
+
+        return traced
 
     def close(self) -> None:
         self._telemetry.shutdown()
 
 
-def _batch_metrics(url: str, episodes_file: Path) -> _Metrics:
+def _batch_metrics(url: str, episodes_file: Path) -> _Telemetry:
     try:
         import polyloop.adapters.otel  # noqa: F401
     except ImportError as error:
@@ -220,7 +242,7 @@ def _batch_metrics(url: str, episodes_file: Path) -> _Metrics:
             detail=str(error),
         ) from None
     try:
-        return _Metrics(url, episodes_file.stem)
+        return _Telemetry(url, episodes_file.stem)
     except ConfigurationError as error:
         raise CliError(ExitCode.USAGE, f"--otlp: {error}") from None
 
@@ -267,7 +289,7 @@ async def _drive(
     workers: int | None,
     shared_disk: bool,
     output: Output,
-    metrics: _Metrics | None = None,
+    metrics: _Telemetry | None = None,
 ) -> BatchSummary:
     control = BatchControl()
     loop = asyncio.get_running_loop()
@@ -291,6 +313,8 @@ async def _drive(
                         control,
                     )
                 assert factory is not None
+                if metrics is not None:
+                    factory = metrics.traced(factory)
                 async with open_store(url, create=True) as store:
                     return await run_batch(
                         episodes.episodes(),

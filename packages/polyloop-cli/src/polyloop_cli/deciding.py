@@ -1,5 +1,6 @@
 """What ``approve``, ``reject``, ``edit`` and ``answer`` share: find the ask, bind the decision
-to the digest the person saw, record it through ``polyloop.session`` and say what happened.
+to the ask it names (``--step``, design 0059) and to the digest the person saw, record it
+through ``polyloop.session`` and say what happened.
 
 The decision itself (the lease, at most once, the digests) is the library's; this module maps
 its refusals onto exit codes (design 0053): nothing waits → 10, another ask than the one shown
@@ -9,8 +10,8 @@ its refusals onto exit codes (design 0053): nothing waits → 10, another ask th
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 import click
@@ -26,19 +27,29 @@ from polyloop.errors import (
 from polyloop.ports import RunLog, RunStore
 from polyloop.recovery import answer_to, pending_ask
 from polyloop_cli import command_kit
-from polyloop_cli.agents import agent_options, resume_options
-from polyloop_cli.asks import DIGEST_SHOWN, argument_lines, ask_headline, ask_json, decision_json
+from polyloop_cli.agents import agent_options, opened_agent, resume_options
+from polyloop_cli.asks import (
+    AGENT_PLACEHOLDER,
+    DIGEST_SHOWN,
+    argument_lines,
+    ask_headline,
+    ask_json,
+    decision_json,
+)
 from polyloop_cli.command_kit import StoreChoice, run_coroutine, run_not_found
+from polyloop_cli.demo_approval import agent_words
 from polyloop_cli.errors import CliError, ExitCode, Refusal, refusals, shown_id
 from polyloop_cli.invocation import suggest
 from polyloop_cli.render import Output
-from polyloop_cli.resume import resume_and_report
+from polyloop_cli.resume import agent_option_words, resume_and_report
 from polyloop_cli.stores import open_store, read_log
 
 __all__ = [
     "SHA256_HELP",
+    "STEP_HELP",
     "Decide",
     "Deciding",
+    "agent_option_words",
     "by_option",
     "decide",
     "decide_then_resume",
@@ -55,6 +66,12 @@ SHA256_HELP = (
     "The first hex digits (at least 8) of the arguments' SHA-256 that `polyloop pending` "
     "showed: the decision is refused (exit 11) when the pending ask has other arguments. "
     "Without it the pending ask is decided as it is now, and printed."
+)
+
+
+STEP_HELP = (
+    "The step of the ask you decide, as `polyloop pending` shows it (required): the decision "
+    "is refused (exit 11) when the run waits on another ask, however alike."
 )
 
 
@@ -84,17 +101,27 @@ class Deciding:
     episode_json: str | None
     choice: StoreChoice
     as_json: bool
+    #: ``--step``: the step of the ask decided (design 0059).
+    step: int
 
     def then_resume(self, run_id: str, prefix: str | None, record: Decide) -> None:
         """:func:`decide_then_resume` with these options."""
         decide_then_resume(
-            self.choice, run_id, prefix, record, self.as_json, self.agent, self.episode_json
+            self.choice,
+            run_id,
+            prefix,
+            record,
+            self.as_json,
+            self.agent,
+            self.episode_json,
+            step=self.step,
         )
 
 
 def deciding_options(*, agent_required: bool = False) -> Callable[[Callable[..., None]], Any]:
-    """``--by``, ``--agent``/``--episode`` (required with ``agent_required``), ``--store`` and
-    ``--json``, handed to the command as one keyword argument ``deciding`` (a :class:`Deciding`)."""
+    """``--step`` (required), ``--by``, ``--agent``/``--episode`` (required with
+    ``agent_required``), ``--store`` and ``--json``, handed to the command as one keyword
+    argument ``deciding`` (a :class:`Deciding`)."""
 
     def decorate(command: Callable[..., None]) -> Any:
         @functools.wraps(command)
@@ -105,15 +132,19 @@ def deciding_options(*, agent_required: bool = False) -> Callable[[Callable[...,
             episode_json: str | None,
             store: str | None,
             as_json: bool,
+            step: int,
             **options: Any,
         ) -> None:
             choice = command_kit.store_choice(store)
-            deciding = Deciding(decided_by, agent, episode_json, choice, as_json)
+            deciding = Deciding(decided_by, agent, episode_json, choice, as_json, step)
             command(*arguments, deciding=deciding, **options)
 
         agent_choice = agent_options if agent_required else resume_options
         options = command_kit.store_option(command_kit.json_option(gathered))
-        return by_option(agent_choice(options))
+        stepped = click.option(
+            "--step", type=click.IntRange(min=0), required=True, metavar="N", help=STEP_HELP
+        )(options)
+        return by_option(agent_choice(stepped))
 
     return decorate
 
@@ -147,15 +178,24 @@ def _bound_digest(run_id: str, ask: UserAsked | None, prefix: str | None) -> str
 
 
 async def decide(
-    choice: StoreChoice, run_id: str, prefix: str | None, record: Decide
-) -> tuple[UserAsked, UserAnswered]:
-    """Find run ``run_id``'s pending ask, bind to ``prefix`` and record the decision."""
+    choice: StoreChoice, run_id: str, prefix: str | None, record: Decide, *, step: int
+) -> tuple[UserAsked, UserAnswered, Mapping[str, str]]:
+    """Find run ``run_id``'s pending ask, check it is the one of ``step``, bind to ``prefix``
+    and record the decision; returns the ask, the decision as recorded and the run's
+    parameter snapshot."""
     advice = f"`{suggest('show', run_id, *choice.option)}` shows what can be read."
     async with open_store(choice.url, missing_advice=choice.missing_advice) as store:
         log = await read_log(store, choice.url, run_id, advice=advice, name_store=False)
         if log == RunLog():
             raise run_not_found(choice, run_id)
         ask = pending_ask(log)
+        if ask is not None and ask.step != step:
+            raise CliError(
+                ExitCode.STALE_ASK,
+                f"run {shown_id(run_id)} waits on the {ask_headline(ask)}, not on the ask of "
+                f"step {step} you named; nothing was written. Read it with "
+                f"`{suggest('pending', *choice.option)}`.",
+            )
         digest = _bound_digest(run_id, ask, prefix)
         with refusals(
             Refusal(
@@ -210,7 +250,8 @@ async def decide(
         # What was recorded, read back: the decision as the store holds it.
         answered = answer_to(await store.read_log(run_id), ask)
     assert answered is not None
-    return ask, answered
+    assert log.started is not None  # a run with a pending ask has started
+    return ask, answered, log.started.parameter_snapshot
 
 
 def decide_then_resume(
@@ -221,13 +262,36 @@ def decide_then_resume(
     as_json: bool,
     agent: str | None,
     episode_json: str | None,
+    *,
+    step: int,
 ) -> None:
-    """Record the decision and say so; with ``--agent`` (``agent``) resume the run at once,
-    exiting as ``polyloop resume`` does."""
-    ask, answered = run_coroutine(decide(choice, run_id, prefix, record))
-    report_decision(Output(as_json=as_json), choice, ask, answered, resumed=agent is not None)
+    """Record the decision on the ask of ``step`` and say so; with ``--agent`` (``agent``)
+    resume the run at once, exiting as ``polyloop resume`` does. The agent is built first: a
+    factory or ``--episode`` that cannot build it is refused before anything is written."""
+    if agent is not None:
+        run_coroutine(_agent_builds(choice, run_id, agent, episode_json))
+    ask, answered, snapshot = run_coroutine(decide(choice, run_id, prefix, record, step=step))
+    report_decision(
+        Output(as_json=as_json),
+        choice,
+        ask,
+        answered,
+        resumed=agent is not None,
+        agent=agent_words(snapshot, choice.url),
+    )
     if agent is not None:
         resume_and_report(Output(as_json=as_json), choice, run_id, agent, episode_json)
+
+
+async def _agent_builds(
+    choice: StoreChoice, run_id: str, agent: str, episode_json: str | None
+) -> None:
+    """Build run ``run_id``'s agent once and let it go (exit 22 when it cannot be built)."""
+    async with (
+        open_store(choice.url, missing_advice=choice.missing_advice) as store,
+        opened_agent(agent, episode_json, run_id, store),
+    ):
+        pass
 
 
 def report_decision(
@@ -237,12 +301,14 @@ def report_decision(
     answered: UserAnswered,
     *,
     resumed: bool = False,
+    agent: tuple[str, ...] | None = None,
 ) -> None:
     """What was decided, on what, and how the run goes on (``resumed``: it is resumed right
-    after, which reports for itself; with ``--json`` only the resume's document is printed)."""
+    after, which reports for itself; with ``--json`` only the resume's document is printed).
+    ``agent``: the ``--agent``/``--episode`` words of the resume command, when known."""
     if resumed and output.as_json:
         return
-    resume = suggest("resume", ask.run_id, "--agent", "MODULE:FACTORY", *choice.option)
+    resume = suggest("resume", ask.run_id, *(agent or AGENT_PLACEHOLDER), *choice.option)
     if output.as_json:
         document: dict[str, Any] = {
             "store": str(choice.url),
@@ -259,12 +325,18 @@ def report_decision(
     }
     verdict = verdicts.get(answered.verdict.value, "answered")
     output.line(f"Run {ask.run_id}: {ask_headline(ask)} {verdict}.", style="bold")
-    for line in argument_lines(ask, margin="  "):
+    # What goes ahead: the edited arguments, for an edit.
+    shown = replace(ask, arguments_json=answered.arguments_json or ask.arguments_json)
+    for line in argument_lines(shown, margin="  "):
         output.line(line)
     if resumed:
         output.line("The decision is recorded; resuming the run now.")
         return
     output.line(
         "The decision is recorded; the run continues when it is resumed (a batch rerun "
-        f"continues its episodes), e.g. `{resume}`."
+        "continues its episodes), e.g. with:"
+        if agent is not None
+        else "The decision is recorded; the run continues when it is resumed (a batch rerun "
+        "continues its episodes), e.g. with the factory that builds its agent:"
     )
+    output.command(resume)

@@ -558,5 +558,6 @@ def _summary(
         ("show", run_b),
         ("plan", run_b),
         ("export", run_a),
+        ("view", run_b),
     ):
-        output.line(f"  {suggest(*words, *option)}")
+        output.command(suggest(*words, *option))

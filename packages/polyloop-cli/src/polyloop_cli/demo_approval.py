@@ -12,23 +12,35 @@ from __future__ import annotations
 import contextlib
 import json
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from polyloop.asking import RunParked
-from polyloop.batch import Episode, EpisodeAgent
+from polyloop.batch import Episode, EpisodeAgent, FactoryError
 from polyloop.ports import RunStore
 from polyloop.session import run_or_park
-from polyloop_cli.asks import DIGEST_SHOWN, argument_lines, ask_headline, ask_json
-from polyloop_cli.demo_task import ModelConfig, build_agent, model_client, read_ledger
+from polyloop_cli.asks import (
+    DIGEST_SHOWN,
+    argument_lines,
+    ask_headline,
+    ask_json,
+    decide_commands,
+)
+from polyloop_cli.demo_task import (
+    DEMO_BINDING,
+    ModelConfig,
+    build_agent,
+    model_client,
+    read_ledger,
+)
 from polyloop_cli.errors import CliError, ExitCode
 from polyloop_cli.invocation import suggest
 from polyloop_cli.render import Output
 from polyloop_cli.stores import StoreUrl, open_store
 
-__all__ = ["AGENT", "agent", "play_approval"]
+__all__ = ["AGENT", "agent", "agent_words", "play_approval"]
 
 #: The factory that builds the approval demo's agent (``--agent`` of approve and resume).
 AGENT = "polyloop_cli.demo_approval:agent"
@@ -39,6 +51,12 @@ async def agent(episode: Episode, store: RunStore) -> AsyncIterator[EpisodeAgent
     """The approval demo's agent for ``episode`` (data: ``ledger``, optionally ``base_url``
     and ``model`` of a gateway), as ``polyloop approve``/``resume --agent`` build it."""
     data = episode.data
+    if not isinstance(data.get("ledger"), str):
+        example = """--episode '{"ledger": "PATH"}'"""
+        raise FactoryError(
+            f"the approval demo's agent needs the side-effect ledger of run {episode.run_id}: "
+            f"pass {example} (`{suggest('pending')}` prints the whole command)."
+        )
     config = ModelConfig(data.get("base_url"), data.get("model"))
     client = model_client(config)
     try:
@@ -54,6 +72,29 @@ async def agent(episode: Episode, store: RunStore) -> AsyncIterator[EpisodeAgent
         aclose = getattr(client, "aclose", None)
         if callable(aclose):
             await aclose()
+
+
+def agent_words(snapshot: Mapping[str, str], url: StoreUrl) -> tuple[str, ...] | None:
+    """``--agent``/``--episode`` that continue a run of ``polyloop demo --approval`` on the
+    store at ``url``, when ``snapshot`` (the run's parameter snapshot) is one of its runs: the
+    demo's task with ``issue_refund`` gated. The ledger is the one the demo uses by default,
+    beside the store; the gateway, if any, the snapshot's. ``None`` for any other run."""
+    if snapshot.get("request.model_binding.demo") != DEMO_BINDING or (
+        snapshot.get("request.tools.issue_refund.requires_approval") != "true"
+    ):
+        return None
+    from polyloop_cli.demo import default_ledger
+
+    if url.path is not None:
+        url = StoreUrl.of_file(url.kind, url.path.absolute())
+    data: dict[str, Any] = {"ledger": str(default_ledger(url).absolute())}
+    if snapshot.get("model_client.kind") != "scripted":
+        data.update(
+            ModelConfig(
+                snapshot.get("model_client.base_url"), snapshot.get("model_client.model")
+            ).to_json()
+        )
+    return ("--agent", AGENT, "--episode", json.dumps(data))
 
 
 async def play_approval(
@@ -82,16 +123,8 @@ async def play_approval(
         )
     ask = outcome.ask
     refunds = sum(1 for entry in read_ledger(ledger, run_id) if entry["tool"] == "issue_refund")
-    approve = suggest(
-        "approve",
-        run_id,
-        "--sha256",
-        ask.arguments_sha256[:DIGEST_SHOWN],
-        "--agent",
-        AGENT,
-        "--episode",
-        json.dumps(data),
-        *option,
+    approve, reject, _ = decide_commands(
+        ask, option, ("--agent", AGENT, "--episode", json.dumps(data))
     )
     output.line()
     output.line(
@@ -104,12 +137,11 @@ async def play_approval(
         output.line(line)
     output.line()
     output.line("Approve it and let the run go on (the refund runs once, then the ticket closes):")
-    output.line(f"  {approve}")
-    output.line(
-        f"or refuse it: `{suggest('reject', run_id, '--reason', '…', *option)}`, and see what "
-        f"waits with `{suggest('pending', *option)}`.",
-        style="dim",
-    )
+    output.command(approve)
+    output.line("or refuse it (the model reads the reason and goes on without the refund):")
+    output.command(reject, style="dim")
+    output.line("and see what waits for a person with:")
+    output.command(suggest("pending", *option), style="dim")
     return {
         "store": str(url),
         "ledger": str(ledger),

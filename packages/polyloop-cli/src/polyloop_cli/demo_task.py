@@ -40,6 +40,7 @@ from polyloop.types import (
 )
 
 __all__ = [
+    "DEMO_BINDING",
     "GOAL",
     "ORDER",
     "SCRIPT",
@@ -79,6 +80,10 @@ TOOL_POLICIES: Mapping[str, ReplayPolicy] = {
     "issue_refund": ReplayPolicy.NEVER,
     "close_ticket": ReplayPolicy.NEVER,
 }
+
+#: The demo's model binding (``request.model_binding.demo`` in its snapshot): how the CLI
+#: tells the demo's runs from others.
+DEMO_BINDING = "refund-ticket"
 
 SYSTEM_PROMPT = (
     "You are a support agent. You act only through tools. Reply with exactly one line: either "
@@ -282,7 +287,7 @@ def build_agent(
             goal_level=(Message(Role.USER, (TextBlock(GOAL),)),),
         ),
         injections={},
-        model_binding={"demo": "refund-ticket"},
+        model_binding={"demo": DEMO_BINDING},
         model_replay_policy=ReplayPolicy.SAFE,
         observation_template=OBSERVATION,
         tool_section_template=TOOL_SECTION,

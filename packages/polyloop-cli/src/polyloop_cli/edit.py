@@ -14,6 +14,7 @@ from polyloop_cli.agents import opened_agent
 from polyloop_cli.command_kit import run_coroutine
 from polyloop_cli.deciding import (
     Deciding,
+    agent_option_words,
     decide,
     deciding_options,
     report_decision,
@@ -45,8 +46,8 @@ def edit(run_id: str, arguments_json: str, prefix: str | None, deciding: Decidin
     """Approve the tool call run RUN_ID waits on, with other arguments. They are checked
     against the tool's schema in the run's agent (--agent), like any call.
 
-    Exit codes: 10 the run waits on no ask; 11 the pending ask is not the one --sha256 names,
-    or the agent's tool schema is not the one asked about; 12 the run is being driven or
+    Exit codes: 10 the run waits on no ask; 11 the pending ask is not the one --step and
+    --sha256 name, or the agent's tool schema is not the one asked about; 12 the run is being driven or
     decided right now; 13 the schema refuses the arguments, or the ask is a question or a
     tool-less action; 22 the factory cannot be loaded. Nothing is written on any of them.
     """
@@ -61,9 +62,11 @@ def edit(run_id: str, arguments_json: str, prefix: str | None, deciding: Decidin
                 run_id,
                 arguments,
                 tools=built.request.tools,
+                step=deciding.step,
                 arguments_sha256=digest,
                 decided_by=deciding.decided_by,
             )
 
-    ask, answered = run_coroutine(decide(choice, run_id, prefix, record))
-    report_decision(Output(as_json=deciding.as_json), choice, ask, answered)
+    ask, answered, _ = run_coroutine(decide(choice, run_id, prefix, record, step=deciding.step))
+    given = agent_option_words(agent, deciding.episode_json)
+    report_decision(Output(as_json=deciding.as_json), choice, ask, answered, agent=given)

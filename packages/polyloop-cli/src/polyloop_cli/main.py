@@ -7,12 +7,14 @@ its class (:class:`~polyloop_cli.errors.ExitCode`); never in a traceback. Set
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
 import sys
 import traceback
 from collections.abc import Sequence
+from typing import Any
 
 import click
 
@@ -20,16 +22,51 @@ from polyloop_cli.errors import CliError, ExitCode
 from polyloop_cli.invocation import suggest
 from polyloop_cli.redaction import scrub_error
 
-__all__ = ["cli", "main"]
+__all__ = ["SECTIONS", "cli", "main"]
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+#: The sections of `polyloop --help`, in order; a command in none is listed under "Other".
+SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("Try it", ("demo",)),
+    ("Inspect runs", ("runs", "show", "plan", "verify", "view")),
+    ("Export tables", ("export", "steps")),
+    ("Decide what a parked run waits for", ("pending", "approve", "reject", "edit", "answer")),
+    ("Drive runs with your agent", ("resume", "batch")),
+)
+
+
+class _Sections(click.Group):
+    """A group whose help lists its commands by section (:data:`SECTIONS`)."""
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        names = [name for name in self.list_commands(ctx) if not self.commands[name].hidden]
+        if not names:
+            return
+        limit = formatter.width - 6 - max(len(name) for name in names)
+        placed = {name for _, members in SECTIONS for name in members}
+        sections = [*SECTIONS, ("Other", tuple(name for name in names if name not in placed))]
+        for title, members in sections:
+            rows = [
+                (name, self.commands[name].get_short_help_str(limit))
+                for name in members
+                if name in names
+            ]
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
+
+
+@click.group(cls=_Sections, context_settings={"help_option_names": ["-h", "--help"]})
 def cli() -> None:
     """PolyLoop run logs from the command line.
 
-    Start with `polyloop demo`: an agent run killed with SIGKILL mid-action, then resumed.
-    Then inspect its runs: `polyloop runs`, `polyloop show RUN_ID`, `polyloop plan RUN_ID`.
-    Every command takes --store URL (default: the demo's store) and --json.
+    Start with `polyloop demo`: an agent run killed with SIGKILL mid-action, then resumed
+    (`polyloop demo --approval`: a run that waits for a person's approval). Then inspect its
+    runs: `polyloop runs`, `polyloop show RUN_ID`, `polyloop view RUN_ID` (an HTML page),
+    `polyloop steps --format csv` (every step as a table). `polyloop pending` lists the runs
+    that wait for a person, with the `approve`, `reject`, `edit` or `answer` command that
+    decides each; `polyloop resume` continues a run with its agent. Every command takes
+    --store URL (default: the demo's store) and --json.
     """
 
 
@@ -41,9 +78,11 @@ def _register() -> None:
     from polyloop_cli.demo import demo
     from polyloop_cli.edit import edit
     from polyloop_cli.export import export
+    from polyloop_cli.fork import fork_command
     from polyloop_cli.pending import pending
     from polyloop_cli.plan import plan
     from polyloop_cli.reject import reject
+    from polyloop_cli.replay import replay
     from polyloop_cli.resume import resume
     from polyloop_cli.runs import runs
     from polyloop_cli.show import show
@@ -67,8 +106,32 @@ def _register() -> None:
         edit,
         answer,
         resume,
+        replay,
+        fork_command,
     ):
         cli.add_command(command)
+        _require_given(command)
+
+
+def _require_given(command: click.Command) -> None:
+    """Refuse (exit 2, naming it) a required option that was not given, before the command runs.
+
+    The locked click (8.3 and later) takes an explicit ``default=None`` as a value, so
+    ``required=True`` alone no longer stops a command whose option was left out; this check,
+    made here for every command, does not depend on how an option was declared."""
+    callback = command.callback
+    if callback is None:
+        return
+
+    @functools.wraps(callback)
+    def checked(*arguments: Any, **values: Any) -> Any:
+        context = click.get_current_context()
+        for parameter in command.params:
+            if parameter.required and context.params.get(parameter.name or "") is None:
+                raise click.MissingParameter(ctx=context, param=parameter)
+        return callback(*arguments, **values)
+
+    command.callback = checked
 
 
 _register()

@@ -27,14 +27,19 @@ def reject(run_id: str, reason: str, prefix: str | None, deciding: Deciding) -> 
     the reason when the run is resumed.
 
     With --agent the run is resumed at once, exiting as `polyloop resume` does. Exit codes:
-    10 the run waits on no ask; 11 the pending ask is not the one --sha256 names;
+    10 the run waits on no ask; 11 the pending ask is not the one --step and --sha256 name;
     12 the run is being driven or decided right now; 13 the ask is a question, or the reason
     is empty. Nothing is written on any of them.
     """
 
     async def record(opened: RunStore, run_id: str, ask: UserAsked | None, digest: str) -> object:
         return await session.reject(
-            opened, run_id, reason=reason, arguments_sha256=digest, decided_by=deciding.decided_by
+            opened,
+            run_id,
+            reason=reason,
+            step=deciding.step,
+            arguments_sha256=digest,
+            decided_by=deciding.decided_by,
         )
 
     deciding.then_resume(run_id, prefix, record)

@@ -1,7 +1,8 @@
 """Terminal output: rich tables and colour on a TTY, plain columns when piped, or JSON.
 
 Colour and box drawing appear only when the stream is a terminal (and ``NO_COLOR`` is unset);
-piped output has no escape codes and no line wrapping, so ``grep`` and ``awk`` work on it.
+piped output has no escape codes and no line wrapping, so ``grep`` and ``awk`` work on it,
+unless ``COLUMNS`` asks for a width: then it is laid out for that width as on a terminal.
 
 On a terminal a table fits the terminal's width (``COLUMNS``, else the terminal's own). Each
 column says how it may give way (:class:`Fit`): identifiers, numbers and states never do (an id
@@ -15,6 +16,7 @@ ever printed.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -27,6 +29,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from polyloop_cli.invocation import command_lines
 from polyloop_cli.redaction import scrub
 
 __all__ = ["Column", "Fit", "Output", "status_text"]
@@ -57,13 +60,20 @@ class Column:
     style: str = ""
 
 
+def piped_columns() -> int | None:
+    """``COLUMNS`` as a width, when set to one: the width a user asks of piped output."""
+    value = os.environ.get("COLUMNS", "").strip()
+    return int(value) if value.isdigit() and int(value) > 0 else None
+
+
 def _console(stream: TextIO) -> Console:
     terminal = stream.isatty()
+    width = None if terminal else piped_columns()
     return Console(
         file=stream,
         highlight=False,
-        soft_wrap=not terminal,
-        width=None if terminal else PIPED_WIDTH,
+        soft_wrap=not terminal and width is None,
+        width=width if terminal or width is not None else PIPED_WIDTH,
     )
 
 
@@ -79,6 +89,18 @@ class Output:
     def terminal(self) -> bool:
         return self.out.is_terminal
 
+    @property
+    def columns(self) -> int | None:
+        """The width lines are laid out for: the terminal's (``COLUMNS``, else its own), or
+        ``COLUMNS`` when piped; ``None`` when piped without it (nothing is wrapped)."""
+        return self.out.width if self.terminal or piped_columns() is not None else None
+
+    def command(self, command: str, *, indent: str = "  ", style: str | None = None) -> None:
+        """A command to paste (as :func:`~polyloop_cli.invocation.suggest` spells it), laid out
+        for :attr:`columns` with line continuations."""
+        for line in command_lines(command, self.columns, indent=indent):
+            self.line(line, style=style)
+
     def json(self, value: object) -> None:
         """One JSON document on stdout (not through rich: no wrapping, no markup)."""
         sys.stdout.write(scrub(json.dumps(value, ensure_ascii=False, indent=2)) + "\n")
@@ -89,7 +111,15 @@ class Output:
             return
         if isinstance(text, str):
             text = Text(text, style=style or "")
-        self.out.print(_scrubbed(text))
+        if self.terminal or self.columns is None:
+            self.out.print(_scrubbed(text))
+            return
+        # Piped and wrapped for COLUMNS: without the space rich leaves where it wrapped.
+        with self.out.capture() as captured:
+            self.out.print(_scrubbed(text))
+        lines = captured.get().splitlines() or [""]
+        self.out.file.write("\n".join(line.rstrip() for line in lines) + "\n")
+        self.out.file.flush()
 
     def note(self, text: str, *, style: str = "dim") -> None:
         """A diagnostic line on stderr (also in ``--json`` mode, where stdout holds the JSON)."""
@@ -109,7 +139,7 @@ class Output:
         title = None if title is None else scrub(title)
         widths: list[int | None] = [None] * len(columns)
         hidden: list[str] = []
-        if self.terminal:
+        if self.columns is not None:
             fitted = fit_widths(columns, cells, self.out.width, header=header)
             kept = [index for index, width in enumerate(fitted) if width is not None]
             hidden = [columns[index].header for index in range(len(columns)) if index not in kept]
@@ -136,25 +166,37 @@ class Output:
             )
         for row in cells:
             table.add_row(*row)
+        # Only kept columns wider than the width make the table wider than it: rich must not
+        # squeeze them (it would break the ids); a terminal wraps the line instead.
+        needed = sum(width or 0 for width in widths) + GAP * (len(widths) - 1)
         if self.terminal:
-            # Only kept columns wider than the terminal make the table wider than it: rich must
-            # not squeeze them (it would break the ids), the terminal wraps the line instead.
-            needed = sum(width or 0 for width in widths) + GAP * (len(widths) - 1)
-            self.out.print(table, width=max(self.out.width, needed))
-            if hidden:
-                self.line(
-                    f"({', '.join(hidden)} not shown: the terminal is too narrow; "
-                    "--json or a pipe shows every column)",
-                    style="dim",
-                )
-            return
-        # Piped: plain columns without the padding rich adds after the last one.
-        with self.out.capture() as captured:
+            self._print_wide(table, needed)
+        else:
+            # Piped: plain columns without the padding rich adds after the last one.
+            with self.out.capture() as captured:
+                self._print_wide(table, needed)
+            if title:
+                self.out.file.write(title + "\n")
+            lines = captured.get().splitlines()
+            self.out.file.write("\n".join(line.rstrip() for line in lines) + "\n")
+            self.out.file.flush()
+        if hidden:
+            narrow = "the terminal" if self.terminal else f"COLUMNS={self.out.width}"
+            self.line(
+                f"({', '.join(hidden)} not shown: {narrow} is too narrow; --json or a pipe "
+                "without COLUMNS shows every column)",
+                style="dim",
+            )
+
+    def _print_wide(self, table: Table, needed: int) -> None:
+        """``table`` at the console's width, or at ``needed`` if wider (``print(width=)`` only
+        narrows)."""
+        width = self.out.width
+        self.out.width = max(width, needed)
+        try:
             self.out.print(table)
-        if title:
-            self.out.file.write(title + "\n")
-        self.out.file.write("\n".join(line.rstrip() for line in captured.get().splitlines()) + "\n")
-        self.out.file.flush()
+        finally:
+            self.out.width = width
 
     def fields(self, pairs: Sequence[tuple[str, object]], *, title: str | None = None) -> None:
         """A two-column key/value block; long values fold."""

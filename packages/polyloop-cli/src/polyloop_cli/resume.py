@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from polyloop.asking import RunParked
+from polyloop.asking import RunParked, UserAsked
 from polyloop.errors import (
     CorruptLogError,
     RunLeaseHeldError,
@@ -15,6 +15,7 @@ from polyloop.errors import (
     SnapshotMismatchError,
     UnsupportedStoreError,
 )
+from polyloop.recovery import pending_ask
 from polyloop.session import resume_or_park
 from polyloop.types import RunResult
 from polyloop_cli.agents import agent_options, opened_agent
@@ -32,7 +33,7 @@ from polyloop_cli.invocation import suggest
 from polyloop_cli.render import Output
 from polyloop_cli.stores import open_store
 
-__all__ = ["resume", "resume_and_report"]
+__all__ = ["agent_option_words", "resume", "resume_and_report"]
 
 
 @click.command()
@@ -47,10 +48,11 @@ def resume(
 
     A parked run goes on from its decision (approved: the action runs; rejected: the step
     ends not_executed and the model reads the reason; answered: the answer is the step's
-    observation). Exit codes: 0 the run stopped (its stop reason is printed); 14 it parked on
-    a new ask (shown, as by `polyloop pending`); 5 no such run; 6 its log is corrupt; 12 it is
-    being driven right now; 15 the agent is not the one the run started with (its parameters
-    differ, listed); 22 the factory cannot be loaded.
+    observation). Exit codes: 0 the run stopped (its stop reason is printed); 14 it waits for
+    a person: on a new ask, or still on one not decided yet (shown, as by `polyloop pending`);
+    5 no such run; 6 its log is corrupt; 12 it is being driven right now; 15 the agent is not
+    the one the run started with (its parameters differ, listed); 22 the factory cannot be
+    loaded, or cannot build the agent.
     """
     output = Output(as_json=as_json)
     resume_and_report(output, store_choice(store), run_id, agent, episode_json)
@@ -62,12 +64,14 @@ def resume_and_report(
     """Resume run ``run_id`` with ``agent``'s factory and say how it ended; a refusal or a
     new park is a :class:`CliError` of its exit code."""
 
-    async def go() -> RunResult | RunParked:
+    async def go() -> tuple[UserAsked | None, RunResult | RunParked]:
+        """The ask the run waited on before (if any), and how the resume ended."""
         async with open_store(choice.url, missing_advice=choice.missing_advice) as opened:
-            if (await opened.read_log(run_id)).started is None:
+            log = await opened.read_log(run_id)
+            if log.started is None:
                 raise run_not_found(choice, run_id)
             async with opened_agent(agent, episode_json, run_id, opened) as built:
-                return await resume_or_park(built.definition, built.request)
+                return pending_ask(log), await resume_or_park(built.definition, built.request)
 
     with refusals(
         Refusal(RunNotFoundError, lambda error: run_not_found(choice, run_id)),
@@ -106,18 +110,38 @@ def resume_and_report(
             ),
         ),
     ):
-        outcome = run_coroutine(go())
+        before, outcome = run_coroutine(go())
     if isinstance(outcome, RunParked):
-        _parked(output, outcome, choice.option)
+        same = before is not None and (before.step, before.arguments_sha256) == (
+            outcome.ask.step,
+            outcome.ask.arguments_sha256,
+        )
+        _parked(output, outcome, choice.option, agent_option_words(agent, episode_json), same)
+        waits = (
+            "still waits for a person: its ask (step {step}) is not decided yet"
+            if same
+            else "waits for a person again, on a new ask (step {step})"
+        )
         raise CliError(
             ExitCode.PARKED,
-            f"run {shown_id(run_id)} waits for a person again (step {outcome.ask.step}); decide "
-            f"it (`{suggest('pending', *choice.option)}` shows how), then resume it again.",
+            f"run {shown_id(run_id)} {waits.format(step=outcome.ask.step)}; decide it "
+            f"(`{suggest('pending', *choice.option)}` shows how), then resume it again.",
         )
     _stopped(output, outcome)
 
 
-def _parked(output: Output, parked: RunParked, option: tuple[str, ...]) -> None:
+def agent_option_words(agent: str, episode_json: str | None) -> tuple[str, ...]:
+    """``--agent``/``--episode`` as the user gave them, for a command to print."""
+    return ("--agent", agent, *(() if episode_json is None else ("--episode", episode_json)))
+
+
+def _parked(
+    output: Output,
+    parked: RunParked,
+    option: tuple[str, ...],
+    agent: tuple[str, ...],
+    same: bool,
+) -> None:
     if output.as_json:
         document: dict[str, Any] = {
             "run_id": parked.run_id,
@@ -127,9 +151,14 @@ def _parked(output: Output, parked: RunParked, option: tuple[str, ...]) -> None:
         }
         output.json(document)
         return
-    output.line(f"Run {parked.run_id} waits for a person again, after {parked.steps_done} steps:")
+    if same:
+        output.line(f"Run {parked.run_id} still waits for a person; its ask is not decided yet:")
+    else:
+        output.line(
+            f"Run {parked.run_id} waits for a person again, after {parked.steps_done} steps:"
+        )
     output.line()
-    ask_block(output, parked.ask, option)
+    ask_block(output, parked.ask, option, agent)
 
 
 def _stopped(output: Output, result: RunResult) -> None:

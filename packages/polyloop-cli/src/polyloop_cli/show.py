@@ -10,12 +10,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import click
+from rich.cells import cell_len
 
 from polyloop.asking import UserAsked
 from polyloop.ports import RunLog
 from polyloop.recovery import answer_to, pending_ask
 from polyloop.types import StepRecord
-from polyloop_cli.asks import ask_block, ask_headline, ask_json
+from polyloop_cli.asks import ask_block, ask_headline, ask_json, known_agent
 from polyloop_cli.command_kit import (
     StoreChoice,
     json_option,
@@ -39,8 +40,9 @@ from polyloop_cli.inspection import (
     select_steps,
     step_row,
 )
-from polyloop_cli.invocation import suggest
-from polyloop_cli.render import Column, Fit, Output, status_text
+from polyloop_cli.invocation import command_lines, suggest
+from polyloop_cli.lineage import fork_fields, fork_json
+from polyloop_cli.render import GAP, Column, Fit, Output, status_text
 from polyloop_cli.stores import damaged_message, open_store, read_run, salvage
 
 __all__ = ["show"]
@@ -212,6 +214,7 @@ def show(
             "pending_ask": None if ask is None else ask_json(ask),
             "asks": asks_json(log),
             "conversation": [*shown.earlier_turns, run_id],
+            "fork": fork_json(log),
         }
         if shown.damage is not None:
             document["unreadable_records"] = list(shown.unreadable)
@@ -223,7 +226,7 @@ def show(
         if ask is not None:
             output.line()
             output.line("Waiting for a person:", style="bold magenta")
-            ask_block(output, ask, choice.option)
+            ask_block(output, ask, choice.option, known_agent(log, choice.url))
             output.line()
         decided = _decided_not_carried_out(log) if shown.damage is None else None
         if decided is not None:
@@ -279,11 +282,17 @@ def _show_text(
             )
         )
         header.append(("user input", log.started.queued_input))
+    header += fork_fields(log)
     if log.finished is not None and log.finished.result.final_answer is not None:
         header.append(("final answer", log.finished.result.final_answer))
+    usage = model_usage_fields(log)
     if summary["tail"]:
-        header.append(("resume plan", f"`{suggest('plan', run_id, *choice.option)}`"))
-    header += model_usage_fields(log)
+        # A command to paste: laid out for the value column, continued with ` \`.
+        key_width = max(cell_len(key) for key, _ in [*header, *usage, ("resume plan", "")])
+        width = None if output.columns is None else output.columns - key_width - GAP
+        plan = command_lines(suggest("plan", run_id, *choice.option), width)
+        header.append(("resume plan", "\n".join(plan)))
+    header += usage
     output.fields(header)
     output.line()
     for problem in shown.unreadable[:UNREADABLE_SHOWN]:

@@ -1,7 +1,7 @@
 """``polyloop steps``: every StepRecord of the selected runs as one table file (design 0047).
 
-The rows are :class:`polyloop.stores.step_table.StepTable`'s. The model-binding columns are
-the union of the runs' keys, known only after the last run is read, so the rows are first
+The rows are :class:`polyloop.stores.step_table.StepTable`'s. The model-binding and
+``usage.<key>`` columns are the union of the runs' keys, known only after the last run is read, so the rows are first
 spooled to a temporary file beside the output (one JSON line each) and then written in the
 chosen format batch by batch: memory stays that of one run plus one batch, however many runs.
 
@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import csv
 import os
+import sys
 import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -26,7 +27,13 @@ import click
 import orjson
 
 from polyloop.errors import ConfigurationError
-from polyloop.stores.step_table import StepTable, Unreadable, column_type, step_columns
+from polyloop.stores.step_table import (
+    StepTable,
+    Unreadable,
+    column_type,
+    is_key_column,
+    step_columns,
+)
 from polyloop_cli.command_kit import (
     STORE_AS_FOR_RUNS,
     json_option_saying,
@@ -150,18 +157,18 @@ def _too_large(row: dict[str, Any]) -> CliError | None:
 
 async def _spool(table: StepTable, spool: IO[bytes]) -> tuple[int, set[str]]:
     count = 0
-    bindings: set[str] = set()
+    keys: set[str] = set()
     async for row in table:
-        bindings.update(key for key in row if key.startswith("model_binding."))
+        keys.update(key for key in row if is_key_column(key))
         problem = _too_large(row)
         if problem is not None:
             raise problem
         spool.write(orjson.dumps(row) + b"\n")
         count += 1
-    return count, bindings
+    return count, keys
 
 
-def _spool_file(directory: Path) -> IO[bytes]:
+def _spool_file(directory: Path | None) -> IO[bytes]:
     try:
         # Closed by the caller's ``with``.
         return tempfile.TemporaryFile(dir=directory, prefix=".polyloop-steps-")
@@ -172,8 +179,13 @@ def _spool_file(directory: Path) -> IO[bytes]:
         ) from None
 
 
-def _finish(fmt: str, columns: Sequence[str], spool: IO[bytes], output: Path) -> None:
-    """Write the spooled rows to a file beside ``output``, then put it in ``output``'s place."""
+def _finish(fmt: str, columns: Sequence[str], spool: IO[bytes], output: Path | None) -> None:
+    """Write the spooled rows to a file beside ``output``, then put it in ``output``'s place;
+    ``None``: to stdout."""
+    if output is None:
+        write_rows(fmt, sys.stdout.buffer, columns, _spooled(spool))
+        sys.stdout.buffer.flush()
+        return
     with tempfile.NamedTemporaryFile(
         dir=output.parent, prefix=".polyloop-steps-", delete=False
     ) as target:
@@ -186,20 +198,26 @@ def _finish(fmt: str, columns: Sequence[str], spool: IO[bytes], output: Path) ->
 
 
 async def write_table(
-    url: StoreUrl, run_ids: Sequence[str] | None, fmt: str, output: Path, *, missing_advice: str
+    url: StoreUrl,
+    run_ids: Sequence[str] | None,
+    fmt: str,
+    output: Path | None,
+    *,
+    missing_advice: str,
 ) -> tuple[StepTable, int]:
     """Write the table of ``run_ids`` (all runs when ``None``) of the store at ``url`` to
-    ``output`` in ``fmt``; returns the table (its ``unreadable`` and ``missing``) and the row
-    count. The file appears whole or not at all (written beside, then renamed)."""
-    with _spool_file(output.parent) as spool:
+    ``output`` in ``fmt`` (``None``: stdout); returns the table (its ``unreadable`` and
+    ``missing``) and the row count. The file appears whole or not at all (written beside, then
+    renamed); stdout gets the rows once every run is read."""
+    with _spool_file(None if output is None else output.parent) as spool:
         async with open_store(url, missing_advice=missing_advice) as store:
             table = StepTable(store, run_ids)
             try:
-                count, bindings = await _spool(table, spool)
+                count, keys = await _spool(table, spool)
             except ConfigurationError as error:
                 raise CliError(ExitCode.STORE_UNREADABLE, " ".join(str(error).split())) from None
         try:
-            await asyncio.to_thread(_finish, fmt, step_columns(bindings), spool, output)
+            await asyncio.to_thread(_finish, fmt, step_columns(keys), spool, output)
         except OSError as error:
             raise CliError(
                 ExitCode.STORE_UNREADABLE,
@@ -229,18 +247,29 @@ def _damage_detail(unreadable: Sequence[Unreadable]) -> str:
     required=True,
     help="parquet (needs polyloop-cli[parquet]), csv or jsonl.",
 )
-@output_option("The file to write (replaced whole when the table is written).", required=True)
+@output_option(
+    "The file to write (replaced whole when the table is written). Without it, csv and jsonl "
+    "go to stdout."
+)
 @store_option_saying(STORE_AS_FOR_RUNS)
 @json_option_saying("Print a JSON summary instead of a line.")
 def steps(
-    run_ids: tuple[str, ...], fmt: str, output_path: Path, store: str | None, as_json: bool
+    run_ids: tuple[str, ...], fmt: str, output_path: Path | None, store: str | None, as_json: bool
 ) -> None:
     """Write every StepRecord of the selected runs as one table: run_id, every StepRecord
-    field, stop_reason and the model-binding keys as columns.
+    field, stop_reason, the model-binding keys, finish_reason, replayed_on_resume, run_status
+    and one usage.<key> column per token count the replies reported.
 
     Read it with pandas.read_parquet, polars.read_parquet or DuckDB; from Python without the
     CLI, polyloop.stores.step_table.StepTable gives the same rows.
     """
+    if output_path is None and fmt == "parquet":
+        raise click.UsageError("--format parquet writes a binary file: give it with -o PATH.")
+    if output_path is None and as_json:
+        raise click.UsageError(
+            "--json summarizes a table written to a file: give -o PATH, or leave --json out to "
+            "get the table on stdout."
+        )
     if fmt == "parquet":
         _parquet_modules()
     choice = store_choice(store)
@@ -262,6 +291,9 @@ def steps(
                 "missing": list(table.missing),
             }
         )
+    elif output_path is None:
+        for part in table.unreadable:  # stdout holds the table
+            output.note(f"unreadable: {part.describe()}", style="red")
     else:
         output.line(f"wrote {count} steps of {table.runs_read} runs to {output_path} ({fmt}).")
         for part in table.unreadable:

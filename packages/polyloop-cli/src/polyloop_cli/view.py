@@ -5,6 +5,7 @@ as a list of pages (design 0048). The pages are :mod:`polyloop_cli.view_page`'s.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import os
 import re
@@ -12,7 +13,10 @@ from pathlib import Path
 
 import click
 
-from polyloop.ports import RunLog
+from polyloop.errors import PolyLoopError
+from polyloop.ports import RunLog, RunStore
+from polyloop.session import rebuilt_prompt
+from polyloop_cli.agents import opened_agent
 from polyloop_cli.command_kit import (
     STORE_AS_FOR_RUNS,
     json_option_saying,
@@ -34,7 +38,7 @@ from polyloop_cli.stores import (
 )
 from polyloop_cli.view_page import RunEntry, RunPage, index_page, run_page, run_tokens
 
-__all__ = ["page_name", "view"]
+__all__ = ["default_page", "page_name", "view"]
 
 #: The page of every run lives here, under the directory of ``view --all``.
 RUNS_DIRECTORY = "runs"
@@ -45,6 +49,18 @@ def page_name(run_id: str) -> str:
     slug = re.sub(r"[^A-Za-z0-9_-]+", "-", run_id)[:40].strip("-") or "run"
     digest = hashlib.sha256(run_id.encode("utf-8", "surrogatepass")).hexdigest()[:12]
     return f"{slug}.{digest}.html"
+
+
+#: A run id that is a file name as it is (no path, no hidden file, no shell quoting needed).
+_PLAIN_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}")
+
+
+def default_page(run_id: str) -> Path:
+    """Where ``view RUN_ID`` writes without -o: ``./RUN_ID.html`` for a run id of letters,
+    digits, ``.``, ``-`` and ``_``; any other, :func:`page_name`."""
+    if _PLAIN_ID.fullmatch(run_id):
+        return Path(f"{run_id}.html")
+    return Path(page_name(run_id))
 
 
 def _write(path: Path, html: str) -> None:
@@ -60,17 +76,49 @@ def _write(path: Path, html: str) -> None:
         ) from None
 
 
-async def _read(url: StoreUrl, run_id: str, advice: str) -> RunPage:
+#: How an agent is named: ``(MODULE:FACTORY, --episode JSON or None)``.
+Agent = tuple[str, str | None]
+
+
+async def _with_agent(page: RunPage, store: RunStore, agent: Agent | None) -> RunPage:
+    """``page`` with the messages rebuilt from the agent's request and the agent's parser
+    (design 0061); unchanged without an agent or for a log that could not be read whole."""
+    if agent is None or page.damage is not None or page.log.started is None:
+        return page
+    spec, episode_json = agent
+    async with opened_agent(spec, episode_json, page.run_id, store) as built:
+        parser = built.definition.decision_parser
+        try:
+            prompt = await rebuilt_prompt(store, built.request, page.log)
+        except PolyLoopError as error:
+            problem = " ".join(str(error).split())
+            return dataclasses.replace(page, agent=spec, parser=parser, prompt_problem=problem)
+    return dataclasses.replace(page, prompt=prompt, agent=spec, parser=parser)
+
+
+async def _read(url: StoreUrl, run_id: str, advice: str, agent: Agent | None) -> RunPage:
     async with open_store(url, missing_advice=advice) as store:
         read = await read_run(store, url, run_id)
         if read.damage is None:
-            return RunPage(run_id, read.log, str(url))
+            return await _with_agent(RunPage(run_id, read.log, str(url)), store, agent)
         saved = await salvage(store, url, run_id)
         return RunPage(run_id, saved.log, str(url), read.damage, saved.unreadable)
 
 
+def _task_line(page: RunPage) -> str:
+    """The run's task in one line for the list: the rebuilt goal's last message, or a
+    follow-up's input; ``""`` when the log does not say (design 0061)."""
+    if page.prompt is not None and page.prompt.goal_messages:
+        last = page.prompt.prefix[-1]
+        return " ".join("".join(block.text for block in last.content).split())[:200]
+    started = page.log.started
+    if started is not None and started.queued_input is not None:
+        return " ".join(started.queued_input.split())[:200]
+    return ""
+
+
 async def _write_all(
-    url: StoreUrl, directory: Path, advice: str
+    url: StoreUrl, directory: Path, advice: str, agent: Agent | None
 ) -> tuple[int, list[str], list[str]]:
     """Every run's page and the list; returns (runs, damaged run ids, unreadable units)."""
     entries: list[RunEntry] = []
@@ -80,6 +128,7 @@ async def _write_all(
         for run_id in listing.run_ids:
             read = await read_run(store, url, run_id)
             page = RunPage(run_id, read.log, str(url), index_href="../index.html")
+            page = await _with_agent(page, store, agent)
             if read.damage is not None:
                 damaged.append(run_id)
                 saved = await salvage(store, url, run_id)
@@ -98,6 +147,11 @@ async def _write_all(
                     run_tokens(page.log),
                     summary["model"],
                     name,
+                    run_status=summary["run_status"],
+                    wall_ms=None
+                    if page.log == RunLog()
+                    else sum(completed.step.step_wall_ms for completed in page.log.steps),
+                    task=_task_line(page),
                 )
             )
     unreadable = list(listing.unreadable)
@@ -113,21 +167,49 @@ async def _write_all(
     "--all", "every", is_flag=True, help="Every run: a list page linking to one page per run."
 )
 @output_option(
-    "The page to write (default ./<run>.html); with --all, a directory (default "
-    "./polyloop-view) that gets index.html and runs/.",
+    "The page to write (default ./RUN_ID.html; a run id with other characters than letters, "
+    "digits, '.', '-' and '_' gets its safe characters and a digest); with --all, a directory "
+    "(default ./polyloop-view) that gets index.html and runs/.",
     file=False,
 )
 @store_option_saying(STORE_AS_FOR_RUNS)
+@click.option(
+    "--agent",
+    "agent",
+    metavar="MODULE:FACTORY",
+    default=None,
+    help="The callable that builds the run's agent, factory(episode, store), as for `polyloop "
+    "batch`: the page then shows the goal and the messages sent to the model, rebuilt from "
+    "its request as resume rebuilds them (the log does not record them). Nothing is run.",
+)
+@click.option(
+    "--episode",
+    "episode_json",
+    metavar="JSON",
+    default=None,
+    help="With --agent: the episode's data as the factory reads it, a JSON object (its run_id "
+    "is set to the run's). Default: {}.",
+)
 @json_option_saying("Print a JSON summary instead of a line.")
 def view(
-    run_id: str | None, every: bool, output_path: Path | None, store: str | None, as_json: bool
+    run_id: str | None,
+    every: bool,
+    output_path: Path | None,
+    store: str | None,
+    agent: str | None,
+    episode_json: str | None,
+    as_json: bool,
 ) -> None:
     """Write a run's trajectory as one HTML page that opens from disk (no network): every
-    step's reply, decision, action, observation and intents, the stop reason and why, the
-    parameter snapshot; keyboard navigation (j/k). --all: every run of the store, listed.
+    step's reply, decision, action, observation and intents, the step it started and did not
+    finish, the stop reason and why, the parameter snapshot; keyboard navigation (j/k).
+    --all: every run of the store, listed. --agent: the task and messages too.
     """
     if (run_id is None) == (not every):
         raise click.UsageError("give either a RUN_ID or --all (not both, not neither).")
+    if episode_json is not None and agent is None:
+        raise click.UsageError("--episode goes with --agent (the factory reads it).")
+    built: Agent | None = None if agent is None else (agent, episode_json)
     choice = store_choice(store)
     url, advice = choice.url, choice.missing_advice
     option = () if store is None else ("--store", str(url))
@@ -139,7 +221,7 @@ def view(
                 ExitCode.USAGE,
                 f"{directory} is a file; with --all, -o names a directory for the pages.",
             )
-        count, damaged, unreadable = asyncio.run(_write_all(url, directory, advice))
+        count, damaged, unreadable = asyncio.run(_write_all(url, directory, advice, built))
         index = directory / "index.html"
         if as_json:
             output.json({"store": str(url), "runs": count, "output": str(index)})
@@ -153,14 +235,14 @@ def view(
                 "names the bad records.",
             )
         return
-    page = asyncio.run(_read(url, run_id, advice))
+    page = asyncio.run(_read(url, run_id, advice, built))
     if page.damage is None and page.log == RunLog():
         raise CliError(
             ExitCode.RUN_NOT_FOUND,
             f"no run {shown_id(run_id)} in the {url.kind} store at {url.location}; list the "
             f"runs with `{suggest('runs', *option)}`.",
         )
-    path = output_path or Path(page_name(run_id))
+    path = output_path or default_page(run_id)
     _write(path, run_page(page))
     if as_json:
         output.json(

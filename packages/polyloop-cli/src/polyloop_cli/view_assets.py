@@ -10,14 +10,12 @@ __all__ = ["INDEX_SCRIPT", "RUN_SCRIPT", "STYLE"]
 
 STYLE = """
 :root { --fg: #1d2127; --muted: #5b6470; --line: #d8dde3; --bg: #fff; --panel: #f6f8fa;
-  --act: #1f6feb; --bad: #c62828; --final: #2e7d32; --replay: #8e24aa; }
+  --act: #1f6feb; --bad: #c62828; --final: #2e7d32; --replay: #8e24aa; --wait: #b26a00; }
 * { box-sizing: border-box; }
 body { margin: 0; font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif;
   color: var(--fg); background: var(--bg); display: grid;
-  grid-template-columns: 15rem minmax(0, 1fr) 20rem; grid-template-rows: auto auto 1fr;
+  grid-template-columns: 22rem minmax(0, 1fr); grid-template-rows: auto auto 1fr;
   height: 100vh; }
-body.no-params { grid-template-columns: 15rem minmax(0, 1fr) 0; }
-body.no-params #parameters { display: none; }
 header { grid-column: 1 / -1; display: flex; justify-content: space-between;
   align-items: center; padding: .5rem 1rem; border-bottom: 1px solid var(--line); gap: 1rem; }
 header h1 { font-size: 1.1rem; margin: 0; display: inline; word-break: break-all; }
@@ -34,16 +32,31 @@ nav#steps a { display: block; padding: .1rem .6rem; color: var(--fg); text-decor
 nav#steps a.act { border-left-color: var(--act); }
 nav#steps a.bad { border-left-color: var(--bad); }
 nav#steps a.final { border-left-color: var(--final); }
+nav#steps a.pending { border-left-color: var(--wait); background: #fff4e0; }
+nav#steps a.pending.doubt { border-left-color: var(--bad); background: #fdecea; }
+nav#steps a .args { color: var(--muted); font: 12px ui-monospace, Menlo, Consolas, monospace; }
 nav#steps a.current { background: #dde7f3; }
 nav#steps .n { display: inline-block; min-width: 2.5rem; color: var(--muted); }
 main { grid-row: 3; overflow-y: auto; padding: 0 1rem 4rem; }
 main.index { grid-column: 1 / -1; }
-aside#parameters { grid-row: 3; overflow: auto; border-left: 1px solid var(--line);
-  background: var(--panel); padding: 0 .75rem; font-size: .8rem; }
-aside table { border-collapse: collapse; width: 100%; }
-aside th, aside td { text-align: left; vertical-align: top; padding: .15rem .25rem;
+#parameters { margin: .5rem 0; font-size: .8rem; }
+#parameters summary, details.messages summary { cursor: pointer; color: var(--act); }
+#parameters table { border-collapse: collapse; width: 100%; }
+#parameters th, #parameters td { text-align: left; vertical-align: top; padding: .15rem .25rem;
   border-bottom: 1px solid var(--line); overflow-wrap: anywhere; }
-aside th { font-weight: 600; width: 45%; }
+#parameters th { font-weight: 600; width: 35%; }
+section.task { border-bottom: 1px solid var(--line); padding: .5rem 0 1rem; }
+section.task h2 { font-size: 1rem; margin: .5rem 0; }
+p.missing { color: #611a15; background: #fdecea; padding: .4rem .6rem; border-radius: 4px; }
+p.rebuilt { color: var(--muted); }
+ol.messages { list-style: none; margin: .25rem 0; padding: 0; }
+ol.messages li { margin: .25rem 0; }
+ol.messages .role { font-size: .75rem; color: var(--muted); text-transform: uppercase; }
+section.step.pending { border-left: 4px solid var(--wait); padding-left: .75rem; }
+section.step.pending.doubt { border-left-color: var(--bad); }
+section.step.pending .state { color: var(--wait); font-weight: 600; }
+section.step.pending.doubt .state { color: var(--bad); }
+p.detail, p.source { color: var(--muted); margin: .25rem 0; }
 section.step, section.summary { border-bottom: 1px solid var(--line); padding: .5rem 0 1rem;
   scroll-margin-top: .5rem; }
 /* Steps off screen are neither laid out nor painted until scrolled to (a long run opens fast). */
@@ -74,19 +87,22 @@ pre.bad, pre.failure { border-color: #f5c2c0; }
 details.fold summary { cursor: pointer; color: var(--act); font-size: .85rem; padding: .2rem 0; }
 details.fold:not([open]) pre { display: none; }
 ul.intents { margin: 0; padding-left: 1.2rem; }
-section.pending h2 .decision { color: var(--bad); }
 .index table { border-collapse: collapse; width: 100%; }
 .index th, .index td { text-align: left; padding: .2rem .5rem; border-bottom: 1px solid
   var(--line); overflow-wrap: anywhere; }
 .index td.num { text-align: right; font-variant-numeric: tabular-nums; }
+.index td.muted { color: var(--muted); }
+.index td.task { max-width: 30rem; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
+.index th button { font: inherit; font-weight: 600; background: none; border: 0; padding: 0;
+  cursor: pointer; color: var(--fg); }
+.index th[aria-sort="ascending"] button::after { content: " ▲"; }
+.index th[aria-sort="descending"] button::after { content: " ▼"; }
 .index tr.current { background: #dde7f3; }
 .filters { display: flex; gap: .5rem; align-items: center; margin: .75rem 0; }
 .filters input { flex: 1; padding: .3rem .5rem; font: inherit; }
 kbd { border: 1px solid var(--line); border-bottom-width: 2px; border-radius: 3px;
   padding: 0 .25rem; font-size: .8em; }
-@media (max-width: 1100px) { body { grid-template-columns: 12rem minmax(0, 1fr) 0; }
-  #parameters { display: none; } body.show-params #parameters { display: block;
-  position: fixed; right: 0; top: 3rem; bottom: 0; width: 22rem; } }
+@media (max-width: 900px) { body { grid-template-columns: 14rem minmax(0, 1fr); } }
 """
 
 RUN_SCRIPT = """
@@ -145,8 +161,9 @@ RUN_SCRIPT = """
       var open = !Array.prototype.some.call(folds, function (f) { return f.open; });
       folds.forEach(function (f) { f.open = open; });
     } else if (key === "p") {
-      document.body.classList.toggle(
-        window.innerWidth > 1100 ? "no-params" : "show-params");
+      var panel = document.getElementById("parameters");
+      panel.open = !panel.open;
+      if (panel.open) { panel.scrollIntoView({block: "nearest"}); }
     } else { return; }
     event.preventDefault();
   });
@@ -182,6 +199,25 @@ INDEX_SCRIPT = """
     shown[current].classList.add("current");
     shown[current].scrollIntoView({block: "nearest"});
   }
+  var body = document.querySelector("#runs tbody");
+  document.querySelectorAll("#runs thead th").forEach(function (th, column) {
+    th.querySelector("button").addEventListener("click", function () {
+      var descending = th.getAttribute("aria-sort") === "ascending";
+      document.querySelectorAll("#runs thead th").forEach(function (other) {
+        other.removeAttribute("aria-sort");
+      });
+      th.setAttribute("aria-sort", descending ? "descending" : "ascending");
+      var numeric = th.dataset.kind === "number";
+      rows.sort(function (a, b) {
+        var x = a.cells[column].dataset.sort, y = b.cells[column].dataset.sort;
+        var order = numeric ? Number(x) - Number(y) : x.localeCompare(y);
+        return descending ? -order : order;
+      });
+      rows.forEach(function (row) { body.appendChild(row); });
+      current = -1;
+      apply();
+    });
+  });
   filter.addEventListener("input", function () { current = -1; apply(); });
   ending.addEventListener("change", function () { current = -1; apply(); });
   document.addEventListener("keydown", function (event) {

@@ -18,14 +18,17 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from polyloop.ports import RunLog
-from polyloop.recovery import is_parse_failure
+from polyloop.asking import AskKind, UserAnswered, UserAsked
+from polyloop.ports import DecisionParser, RunLog
+from polyloop.recovery import is_parse_failure, run_status
+from polyloop.session import RebuiltPrompt
 from polyloop.types import (
     ActionStatus,
     Intent,
     IntentKind,
+    Message,
     ModelCallResult,
     ModelReply,
     StepCompleted,
@@ -34,6 +37,7 @@ from polyloop.types import (
 )
 from polyloop_cli.inspection import plan_report
 from polyloop_cli.view_assets import INDEX_SCRIPT, RUN_SCRIPT, STYLE
+from polyloop_cli.view_pending import PendingStep, pending_step
 
 __all__ = [
     "FOLD_CHARS",
@@ -42,8 +46,13 @@ __all__ = [
     "RunPage",
     "index_page",
     "run_page",
+    "run_tokens",
+    "run_usage",
     "text",
 ]
+
+#: How many characters of a call's arguments the step list shows.
+PREVIEW_CHARS = 60
 
 #: Texts longer than this are folded: a preview of this many characters, the rest on request.
 FOLD_CHARS = 2_000
@@ -132,6 +141,15 @@ class RunPage:
     unreadable: tuple[str, ...] = ()
     #: Where the store-wide list is, relative to this page (``None``: no list).
     index_href: str | None = None
+    #: The messages sent to the model, rebuilt from the agent's request (``view --agent``);
+    #: ``None``: the page says the log does not hold them (design 0061).
+    prompt: RebuiltPrompt | None = None
+    #: The ``--agent`` that built ``prompt`` and ``parser``.
+    agent: str | None = None
+    #: The agent's decision parser, to read an unfinished step's reply (``view --agent``).
+    parser: DecisionParser | None = None
+    #: Why ``--agent`` could not rebuild the messages (the page says so).
+    prompt_problem: str | None = None
 
 
 def _usage_text(usage: Mapping[str, int] | None) -> str:
@@ -218,17 +236,262 @@ def _budget_rows(log: RunLog, steps: Sequence[StepRecord]) -> list[tuple[str, st
     return rows
 
 
-@dataclass(slots=True)
-class _Totals:
-    usage: dict[str, int] = field(default_factory=dict)
-
-    def add(self, usage: Mapping[str, int] | None) -> None:
-        for key, count in (usage or {}).items():
-            self.usage[key] = self.usage.get(key, 0) + count
-
-
 def _reply_of(result: ModelCallResult | None) -> ModelReply | None:
     return None if result is None else result.reply
+
+
+def _preview(value: str, limit: int = PREVIEW_CHARS) -> str:
+    flat = " ".join(value.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _list_label(step: StepRecord, decision: str) -> tuple[str, str]:
+    """(bold part, preview) of a step's entry in the step list: the tool and its arguments, the
+    code's first line, the answer, or the decision's words."""
+    if step.tool_name is not None:
+        return step.tool_name, _preview(step.tool_arguments or "")
+    if step.action is not None:
+        return "code", _preview(step.action)
+    if step.parse_ok:
+        return "final", _preview(step.raw_output)
+    return decision, ""
+
+
+def _list_item(k: int, css: str, bold: str, preview: str, *, replayed: bool = False) -> str:
+    shown = f' <span class="args">{text(preview)}</span>' if preview else ""
+    mark = " <span class=mark-dot title=replayed>↻</span>" if replayed else ""
+    return (
+        f'<li><a href="#step-{k}" data-step="{k}" class="{css}" title="{text(preview)}">'
+        f'<span class="n">{k}</span> <b>{text(bold)}</b>{shown}{mark}</a></li>'
+    )
+
+
+def _action_html(
+    folds: _Folds, tool_name: str | None, arguments: str | None, action: str | None
+) -> str:
+    if tool_name is not None:
+        return f'<p class="tool">{text(tool_name)}</p>' + folds.block(
+            _pretty_arguments(arguments), css="args"
+        )
+    if action is not None:
+        return folds.block(action, css="code")
+    return ""
+
+
+def _reply_html(folds: _Folds, reply: ModelReply) -> list[str]:
+    body = []
+    if reply.thinking:
+        body.append(f"<h4>thinking ({len(reply.thinking):,} chars)</h4>")
+        body.append(folds.block(reply.thinking, css="thinking"))
+    body.append(folds.block(reply.content, css="reply"))
+    return body
+
+
+def _reply_facts(reply: ModelReply | None) -> list[str]:
+    if reply is None:
+        return []
+    facts = [_fact("finish reason", reply.finish_reason or "—")]
+    if reply.usage:
+        facts.append(_fact("tokens", f"{tokens_of(reply.usage):,} ({_usage_text(reply.usage)})"))
+    return facts
+
+
+def _intent_items(
+    intents: Sequence[Intent],
+    results: Mapping[str, ModelCallResult],
+    completed: StepCompleted | None,
+    finished: bool,
+) -> str:
+    replayed = None if completed is None else completed.replayed_on_resume
+    rows = []
+    for intent in intents:
+        again = ""
+        if intent.kind is replayed:
+            again = " <b class=replayed>— made again by resume</b>"
+        elif completed is None and intent.kind is IntentKind.ACTION and finished:
+            again = " — not executed again by resume"
+        rows.append(
+            f"<li><code>{text(intent.result_id)}</code> {text(intent.kind.value)}, "
+            f"replay policy <b>{text(intent.replay_policy.value)}</b>: "
+            f"{text(_settled(intent, results, completed))}{again}</li>"
+        )
+    return f'<h3>Intents</h3><ul class="intents">{"".join(rows)}</ul>'
+
+
+def _ask_html(ask: UserAsked, answer: UserAnswered | None) -> str:
+    """The ask of a step and the decision on it, when one is recorded."""
+    what = "question" if ask.kind is AskKind.QUESTION else "approval"
+    facts = [
+        _fact("asked", f"{what}, at {ask.asked_at}"),
+        _fact("arguments sha256", ask.arguments_sha256),
+    ]
+    if ask.policy_name:
+        facts.append(_fact("policy", ask.policy_name))
+    if ask.question is not None:
+        facts.append(_fact("question", ask.question))
+    if answer is None:
+        # The step names the ask a decision answers (design 0059): `approve … --step N`.
+        facts.append(_fact("decision", f"none yet; decide it naming --step {ask.step}"))
+    else:
+        who = f" by {answer.decided_by}" if answer.decided_by else ""
+        facts.append(_fact("decision", f"{answer.verdict.value}{who} at {answer.decided_at}"))
+        if answer.reason:
+            facts.append(_fact("reason", answer.reason))
+        if answer.answer is not None:
+            facts.append(_fact("answer", answer.answer))
+    return f'<h3>Ask</h3><dl class="facts ask">{"".join(facts)}</dl>'
+
+
+def _pending_card(
+    folds: _Folds,
+    pending: PendingStep,
+    results: Mapping[str, ModelCallResult],
+    finished: bool,
+) -> tuple[str, str]:
+    """(list item, card) of the step announced and never completed."""
+    k = pending.step
+    if pending.tool_name is not None:
+        bold, preview = pending.tool_name, _preview(pending.arguments or "")
+    elif pending.action is not None:
+        bold, preview = "code", _preview(pending.action)
+    else:
+        bold, preview = "unfinished", ""
+    css = f"pending {pending.kind}"
+    item = _list_item(k, css, bold, f"{preview} — {pending.state}" if preview else pending.state)
+    body = [
+        f'<section class="step {css}" id="step-{k}" tabindex="-1" data-step="{k}">',
+        f'<h2><a href="#step-{k}">Step {k}</a> <span class="decision">'
+        f"{text(pending.tool_name or 'unfinished step')}</span> "
+        f'<span class="state">{text(pending.state)}</span></h2>',
+        f'<p class="detail">{text(pending.detail)}</p>',
+        '<dl class="facts">',
+        *_reply_facts(pending.reply),
+        "</dl>",
+        "<h3>Reply</h3>",
+    ]
+    if pending.reply is not None:
+        body += _reply_html(folds, pending.reply)
+    elif pending.failure is not None:
+        body.append(f'<pre class="failure">{text(pending.failure)}</pre>')
+    else:
+        body.append("<p>no reply recorded.</p>")
+    body.append("<h3>Action</h3>")
+    body.append(_action_html(folds, pending.tool_name, pending.arguments, pending.action))
+    body.append(f'<p class="source">{text("Source: " + pending.source)}</p>')
+    if pending.ask is not None:
+        body.append(_ask_html(pending.ask, pending.answer))
+    body.append(_intent_items(pending.intents, results, None, finished))
+    body.append("</section>")
+    return item, "".join(body)
+
+
+def _message_html(folds: _Folds, message: Message, label: str) -> str:
+    content = "".join(block.text for block in message.content)
+    role = message.role.value
+    call = f" · {message.tool_call_id}" if message.tool_call_id else ""
+    return (
+        f'<li class="message {text(role)}"><span class="role">{text(role)}{text(call)}'
+        f"{f' · {text(label)}' if label else ''}</span>"
+        f"{folds.block(content, css='message')}</li>"
+    )
+
+
+#: How much of a step's history message is shown (the whole is the reply or observation above).
+HISTORY_PREVIEW_CHARS = 300
+
+
+def _history_message_html(message: Message) -> str:
+    """A message a step added to the history: its role, size and beginning, not a second
+    copy of a long observation (the whole is shown above, as the step recorded it)."""
+    content = "".join(block.text for block in message.content)
+    role = message.role.value + (f" · {message.tool_call_id}" if message.tool_call_id else "")
+    more = len(content) - HISTORY_PREVIEW_CHARS
+    rest = f"… ({more:,} more characters, as above)" if more > 0 else ""
+    return (
+        f'<li class="message"><span class="role">{text(role)} · {len(content):,} chars</span>'
+        f'<pre class="message">{text(content[:HISTORY_PREVIEW_CHARS])}{text(rest)}</pre></li>'
+    )
+
+
+def _task_html(page: RunPage, folds: _Folds) -> str:
+    """The goal and the messages sent to the model, or what the log says of them (design 0061)."""
+    log = page.log
+    started = log.started
+    snapshot = started.parameter_snapshot if started else {}
+    parts = ['<section class="task" id="task"><h2>Task</h2>']
+    if started is not None and started.queued_input is not None:
+        parts.append(
+            f"<h3>User input of this turn <small>follows run "
+            f"<code>{text(started.follows_run_id)}</code></small></h3>"
+            + folds.block(started.queued_input, css="message")
+        )
+    prompt = page.prompt
+    if page.prompt_problem is not None:
+        parts.append(
+            f'<p class="missing">The messages could not be rebuilt with the request of '
+            f"<code>{text(page.agent)}</code>: {text(page.prompt_problem)}</p>"
+        )
+    if prompt is None:
+        parts.append(
+            '<p class="missing">The log does not record the prompt: the goal and the other '
+            "messages the run started from are in its request, which the log does not hold, so "
+            "this page cannot show them. <code>polyloop view RUN_ID --agent MODULE:FACTORY</code> "
+            "rebuilds them from the agent's request, as resume does. What the log does hold: each "
+            "step's reply and observation went back into the messages as below, the observation "
+            "wrapped in the template shown here.</p>"
+        )
+        facts = [
+            _fact("tools offered", snapshot.get("request.tools", "not recorded")),
+            _fact("tool section", snapshot.get("request.tool_section_template", "not recorded")),
+            _fact("observation template", snapshot.get("request.observation_template", "—")),
+            _fact("tools sent natively", snapshot.get("request.native_tools", "false")),
+        ]
+        parts.append(f'<dl class="facts">{"".join(facts)}</dl></section>')
+        return "".join(parts)
+    goal_start = len(prompt.prefix) - prompt.goal_messages
+    goal = prompt.prefix[goal_start:]
+    parts.append("<h3>Goal</h3><ol class=messages>")
+    parts += [_message_html(folds, message, "goal") for message in goal]
+    parts.append("</ol>")
+    recorded = [completed.step.prompt_chars for completed in log.steps]
+    mismatch = next(
+        (
+            k
+            for k, chars in enumerate(recorded)
+            if k < len(prompt.chars_before) and prompt.chars_before[k] != chars
+        ),
+        None,
+    )
+    if mismatch is None:
+        check = (
+            f"its size matches the prompt size recorded by each of the {len(recorded):,} steps"
+            if recorded
+            else "no step recorded a prompt size to compare with"
+        )
+        css = "rebuilt"
+    else:
+        check = (
+            f"it does NOT match the run: step {mismatch} recorded "
+            f"{recorded[mismatch]:,} prompt characters, the rebuilt messages hold "
+            f"{prompt.chars_before[mismatch]:,} — this agent's request is not the one the run "
+            "was started with, so these messages are not what its model was sent"
+        )
+        css = "missing"
+    parts.append(
+        f'<p class="{css}">Rebuilt from the request of <code>{text(page.agent or "--agent")}'
+        f"</code> and the log, as resume rebuilds the prompt; {text(check)}. Every call sent "
+        f"these {len(prompt.prefix):,} messages first, then each earlier step's reply and "
+        "observation (two messages a step).</p>"
+    )
+    parts.append(
+        f'<details class="messages"><summary>The {len(prompt.prefix):,} messages before the '
+        "first step's</summary><ol class=messages>"
+    )
+    for index, message in enumerate(prompt.prefix):
+        label = "goal" if index >= goal_start else ""
+        parts.append(_message_html(folds, message, label))
+    parts.append("</ol></details></section>")
+    return "".join(parts)
 
 
 def run_page(page: RunPage) -> str:
@@ -240,9 +503,9 @@ def run_page(page: RunPage) -> str:
         intents.setdefault(intent.call_index, []).append(intent)
     steps = [completed.step for completed in log.steps]
     folds = _Folds()
-    totals = _Totals()
     cards: list[str] = []
     items: list[str] = []
+    history = page.prompt.history if page.prompt is not None else ()
     for completed in log.steps:
         step = completed.step
         k = step.step_idx
@@ -250,7 +513,6 @@ def run_page(page: RunPage) -> str:
         model_intent = next((i for i in own if i.kind is IntentKind.MODEL_CALL), None)
         result = None if model_intent is None else results.get(model_intent.result_id)
         reply = _reply_of(result)
-        totals.add(None if reply is None else reply.usage)
         css, decision = _decision(step, result)
         status = "" if step.action_status is None else step.action_status.value
         replayed = completed.replayed_on_resume
@@ -260,11 +522,8 @@ def run_page(page: RunPage) -> str:
             else f'<span class="mark replay" title="resume made this call again after a crash">'
             f"replayed on resume: {text(_REPLAYED[replayed])}</span>"
         )
-        items.append(
-            f'<li><a href="#step-{k}" data-step="{k}" class="{css}">'
-            f'<span class="n">{k}</span> {text(decision)}'
-            f"{' <span class=mark-dot title=replayed>↻</span>' if replayed else ''}</a></li>"
-        )
+        bold, preview = _list_label(step, decision)
+        items.append(_list_item(k, css, bold, preview, replayed=replayed is not None))
         body = [
             f'<section class="step {css}" id="step-{k}" tabindex="-1" data-step="{k}">',
             f'<h2><a href="#step-{k}">Step {k}</a> <span class="decision">{text(decision)}</span>'
@@ -274,18 +533,12 @@ def run_page(page: RunPage) -> str:
             _fact("prompt chars", f"{step.prompt_chars:,}"),
             _fact("wall", f"{step.step_wall_ms:,} ms"),
             _fact("call id", step.call_id or "—"),
+            *_reply_facts(reply),
+            "</dl>",
+            "<h3>Reply</h3>",
         ]
         if reply is not None:
-            body.append(_fact("finish reason", reply.finish_reason or "—"))
-            if reply.usage:
-                body.append(_fact("tokens", _usage_text(reply.usage)))
-        body.append("</dl>")
-        body.append("<h3>Reply</h3>")
-        if reply is not None:
-            if reply.thinking:
-                body.append(f"<h4>thinking ({len(reply.thinking):,} chars)</h4>")
-                body.append(folds.block(reply.thinking, css="thinking"))
-            body.append(folds.block(reply.content, css="reply"))
+            body += _reply_html(folds, reply)
             if step.raw_output != reply.content:
                 body.append("<h4>put into history (rewritten by the parser)</h4>")
                 body.append(folds.block(step.raw_output, css="reply"))
@@ -300,13 +553,14 @@ def run_page(page: RunPage) -> str:
             body.append(f"<p>{text(decision)}</p>")
         if step.action is not None or step.tool_name is not None:
             body.append("<h3>Action</h3>")
-            if step.tool_name is not None:
-                body.append(
-                    f'<p class="tool">{text(step.tool_name)}</p>'
-                    + folds.block(_pretty_arguments(step.tool_arguments), css="args")
+            body.append(
+                _action_html(
+                    folds,
+                    step.tool_name,
+                    step.tool_arguments,
+                    step.action if step.tool_name is None else None,
                 )
-            if step.action is not None and step.tool_name is None:
-                body.append(folds.block(step.action, css="code"))
+            )
         if step.calls_not_executed:
             body.append(
                 f"<h3>Tool calls not executed <small>{len(step.calls_not_executed)} more in the "
@@ -329,30 +583,38 @@ def run_page(page: RunPage) -> str:
         note = f" <small>({text('; '.join(observation_note))})</small>" if observation_note else ""
         body.append(f"<h3>Observation <small>{len(step.observation):,} chars</small>{note}</h3>")
         body.append(folds.block(step.observation, css="observation"))
+        if k < len(history):
+            body.append(
+                "<details class=messages><summary>as the model saw it in the next call</summary>"
+                "<ol class=messages>"
+            )
+            body += [_history_message_html(message) for message in history[k]]
+            body.append("</ol></details>")
         if own:
-            body.append('<h3>Intents</h3><ul class="intents">')
-            for intent in own:
-                body.append(
-                    f"<li><code>{text(intent.result_id)}</code> {text(intent.kind.value)}, "
-                    f"replay policy <b>{text(intent.replay_policy.value)}</b>: "
-                    f"{text(_settled(intent, results, completed))}"
-                    f"{' <b class=replayed>— made again by resume</b>' if intent.kind is replayed else ''}"
-                    "</li>"
-                )
-            body.append("</ul>")
+            body.append(_intent_items(own, results, completed, log.finished is not None))
         body.append("</section>")
         cards.append("".join(body))
-    pending = _pending_html(log, intents, results)
+    pending = pending_step(log, page.parser, page.agent) if page.damage is None else None
+    if pending is not None:
+        item, card = _pending_card(folds, pending, results, log.finished is not None)
+        items.append(item)
+        cards.append(card)
     heading, why = _why(page)
     snapshot = log.started.parameter_snapshot if log.started else {}
     final_answer = None if log.finished is None else log.finished.result.final_answer
     summary = [
         _fact("stop reason", heading),
         _fact("why", why),
-        _fact("steps", f"{len(steps):,}"),
     ]
-    if totals.usage:
-        summary.append(_fact("tokens", _usage_text(totals.usage)))
+    if page.damage is None and log.started is not None:
+        summary.append(_fact("status word", run_status(log).value))
+    summary.append(_fact("steps", f"{len(steps):,}"))
+    if pending is not None:
+        summary.append(_fact(f"step {pending.step}", pending.state))
+    usage = run_usage(log)
+    tokens = run_tokens(log)
+    if tokens is not None:
+        summary.append(_fact("tokens", f"{tokens:,} ({_usage_text(usage)})"))
     for words, used in _budget_rows(log, steps):
         summary.append(_fact(f"budget: {words}", used))
     damage = ""
@@ -372,6 +634,7 @@ def run_page(page: RunPage) -> str:
     answer = (
         f"<h3>Final answer</h3>{folds.block(final_answer, css='reply')}" if final_answer else ""
     )
+    task = _task_html(page, folds) if log.started is not None else ""
     return _document(
         title=f"PolyLoop run {page.run_id}",
         body=(
@@ -382,9 +645,9 @@ def run_page(page: RunPage) -> str:
             f"</header>{damage}"
             f'<nav id="steps" aria-label="steps"><ol>{"".join(items)}</ol></nav>'
             f'<main><section class="summary"><dl class="facts">{"".join(summary)}</dl>{answer}'
-            f"</section>{''.join(cards)}{pending}</main>"
-            f'<aside id="parameters" aria-label="parameter snapshot"><h2>Parameter snapshot</h2>'
-            f"<table>{parameters}</table></aside>"
+            f'<details id="parameters" aria-label="parameter snapshot"><summary>Parameter '
+            f"snapshot ({len(snapshot):,} keys)</summary><table>{parameters}</table></details>"
+            f"</section>{task}{''.join(cards)}</main>"
             f"{_json_block('full-texts', folds.full)}"
         ),
         script=RUN_SCRIPT,
@@ -398,27 +661,6 @@ def _pretty_arguments(arguments: str | None) -> str:
         return json.dumps(json.loads(arguments), indent=2, ensure_ascii=False)
     except ValueError:
         return arguments
-
-
-def _pending_html(
-    log: RunLog, intents: Mapping[int, Sequence[Intent]], results: Mapping[str, ModelCallResult]
-) -> str:
-    """The intents of the step after the last recorded one: announced, never completed."""
-    announced = intents.get(len(log.steps), ())
-    if not announced:
-        return ""
-    rows = "".join(
-        f"<li><code>{text(intent.result_id)}</code> {text(intent.kind.value)}, replay policy "
-        f"<b>{text(intent.replay_policy.value)}</b>: {text(_settled(intent, results, None))}"
-        f"{' — not executed again by resume' if intent.kind is IntentKind.ACTION and log.finished else ''}"
-        "</li>"
-        for intent in announced
-    )
-    return (
-        f'<section class="step pending" id="step-{len(log.steps)}" tabindex="-1">'
-        f"<h2>Step {len(log.steps)} <span class=decision>announced, never completed</span></h2>"
-        f'<ul class="intents">{rows}</ul></section>'
-    )
 
 
 def _fact(name: str, value: str) -> str:
@@ -450,10 +692,38 @@ class RunEntry:
     model: str
     #: The run's page, relative to the list (``None``: no page was written).
     href: str | None
+    #: Seed 002's status word (``succeeded``, ``running``, ``waiting_approval``…; ``None``
+    #: for a damaged log).
+    run_status: str | None = None
+    #: The steps' wall time summed, in milliseconds (``None``: nothing could be read).
+    wall_ms: int | None = None
+    #: What the run was asked, in one line: the rebuilt goal (``--agent``) or a follow-up's
+    #: input; ``""`` when the log does not say (design 0061).
+    task: str = ""
+
+
+def _duration(milliseconds: int) -> str:
+    if milliseconds < 1_000:
+        return f"{milliseconds} ms"
+    seconds = milliseconds / 1_000
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, rest = divmod(round(seconds), 60)
+    return (
+        f"{minutes} min {rest:02d} s"
+        if minutes < 60
+        else f"{minutes // 60} h {minutes % 60:02d} min"
+    )
+
+
+def _cell(value: object, sort: object, css: str = "") -> str:
+    """A cell with its sort key (``data-sort``): numbers sort as numbers, text as text."""
+    return f'<td class="{css}" data-sort="{text(sort)}">{text(value)}</td>'
 
 
 def index_page(store: str, entries: Iterable[RunEntry], unreadable: Sequence[str] = ()) -> str:
-    """The HTML of the store-wide list: one row per run, filterable, each linking to its page."""
+    """The HTML of the store-wide list: one row per run, filterable, sortable by each column
+    (click a heading), each linking to its page."""
     rows = []
     reasons: set[str] = set()
     for entry in entries:
@@ -465,11 +735,30 @@ def index_page(store: str, entries: Iterable[RunEntry], unreadable: Sequence[str
             else text(entry.run_id)
         )
         rows.append(
-            f'<tr data-ending="{text(ending)}"><td>{name}</td><td>{text(entry.status)}</td>'
-            f"<td>{text(entry.stop_reason or '')}</td>"
-            f"<td class=num>{'' if entry.steps is None else entry.steps}</td>"
-            f"<td class=num>{'' if entry.tokens is None else f'{entry.tokens:,}'}</td>"
-            f"<td>{text(entry.model)}</td></tr>"
+            f'<tr data-ending="{text(ending)}"><td data-sort="{text(entry.run_id)}">{name}</td>'
+            # The log records no clock time for a run's start (design 0061).
+            + _cell("—", "", "muted")
+            + _cell(
+                "" if entry.wall_ms is None else _duration(entry.wall_ms),
+                -1 if entry.wall_ms is None else entry.wall_ms,
+                "num",
+            )
+            + _cell(entry.run_status or "", entry.run_status or "")
+            + _cell(entry.status, entry.status)
+            + _cell(entry.stop_reason or "", entry.stop_reason or "")
+            + _cell(
+                "" if entry.steps is None else entry.steps,
+                -1 if entry.steps is None else entry.steps,
+                "num",
+            )
+            + _cell(
+                "" if entry.tokens is None else f"{entry.tokens:,}",
+                -1 if entry.tokens is None else entry.tokens,
+                "num",
+            )
+            + _cell(entry.model, entry.model)
+            + _cell(entry.task, entry.task, "task")
+            + "</tr>"
         )
     options = "".join(f'<option value="{text(r)}">{text(r)}</option>' for r in sorted(reasons))
     problems = "".join(f"<li>{text(line)}</li>" for line in unreadable)
@@ -478,28 +767,58 @@ def index_page(store: str, entries: Iterable[RunEntry], unreadable: Sequence[str
         if problems
         else ""
     )
+    headings = "".join(
+        f'<th data-kind="{kind}" title="{text(title)}">'
+        f'<button type="button">{text(name)}</button></th>'
+        for name, kind, title in (
+            ("run", "text", ""),
+            ("started", "text", "The log records no clock time for a run's start (design 0061)."),
+            ("duration", "number", "The steps' wall time, summed."),
+            ("status word", "text", "The host's status word (seed 002)."),
+            ("status", "text", ""),
+            ("stop reason", "text", ""),
+            ("steps", "number", ""),
+            ("tokens", "number", "Every recorded reply's tokens, summed."),
+            ("model", "text", ""),
+            ("task", "text", "The goal, when rebuilt with --agent, or a follow-up's input."),
+        )
+    )
     return _document(
         title=f"PolyLoop runs in {store}",
         body=(
             f"<header><div><h1>Runs</h1><p class=store>{text(store)}</p></div>"
             '<p class="keys">keys: <kbd>/</kbd> filter, <kbd>j</kbd>/<kbd>k</kbd> move, '
-            "<kbd>Enter</kbd> open</p></header>"
+            "<kbd>Enter</kbd> open; click a heading to sort</p></header>"
             f"{damage}"
             '<main class="index"><p class="filters"><input id="filter" type="search" '
             'placeholder="filter: run id, model, stop reason…" aria-label="filter">'
             f'<select id="ending" aria-label="stop reason"><option value="">every ending</option>'
             f"{options}</select> <span id=count></span></p>"
-            '<table id="runs"><thead><tr><th>run</th><th>status</th><th>stop reason</th>'
-            "<th>steps</th><th>tokens</th><th>model</th></tr></thead>"
+            f'<table id="runs"><thead><tr>{headings}</tr></thead>'
             f"<tbody>{''.join(rows)}</tbody></table></main>"
         ),
         script=INDEX_SCRIPT,
     )
 
 
+def _usages(log: RunLog) -> list[Mapping[str, int]]:
+    return [r.reply.usage for r in log.model_results if r.reply is not None and r.reply.usage]
+
+
 def run_tokens(log: RunLog) -> int | None:
-    """The run's tokens over every recorded reply (``None``: no reply reported usage)."""
-    usages = [r.reply.usage for r in log.model_results if r.reply is not None and r.reply.usage]
+    """The run's tokens: :func:`tokens_of` each recorded reply, summed — every reply, that of a
+    step not completed too (its tokens were spent). The one rule of both pages (design 0061).
+    ``None``: no reply reported usage."""
+    usages = _usages(log)
     if not usages:
         return None
     return sum(tokens_of(usage) for usage in usages)
+
+
+def run_usage(log: RunLog) -> dict[str, int]:
+    """Each usage key summed over the same replies as :func:`run_tokens`."""
+    totals: dict[str, int] = {}
+    for usage in _usages(log):
+        for key, count in usage.items():
+            totals[key] = totals.get(key, 0) + count
+    return totals

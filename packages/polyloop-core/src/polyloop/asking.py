@@ -66,7 +66,9 @@ class UserAsked:
 
     The digests bind a decision to what was asked: ``arguments_sha256`` is the SHA-256 of
     ``arguments_json`` (of ``action`` for a tool-less action), ``schema_sha256`` and
-    ``description_sha256`` those the parameter snapshot records for the tool.
+    ``description_sha256`` those the parameter snapshot records for the tool. ``step`` names
+    the ask (a run asks at most once per step): every decision names it (design 0059), so two
+    asks alike in everything else are never confused.
     """
 
     run_id: str
@@ -162,8 +164,8 @@ class RunParked:
     """What ``run_or_park``/``resume_or_park`` return when the run waits for a person.
 
     Not a :class:`RunResult`: the run has not stopped, has no stop reason, and holds no lease.
-    Decide the ask (``polyloop.session.approve``/``edit``/``reject``/``answer``), then call
-    ``resume_or_park`` again.
+    Decide the ask (``polyloop.session.approve``/``edit``/``reject``/``answer`` with
+    ``step=ask.step``), then call ``resume_or_park`` again.
     """
 
     run_id: str

@@ -157,11 +157,13 @@ class AskNotPendingError(PolyLoopError):
 
 
 class StaleAskError(PolyLoopError):
-    """A decision was bound to another ask than the pending one: the arguments, the tool's
-    schema or description, or the approval policy differ from what was asked.
+    """A decision was bound to another ask than the pending one: it names the ask of another
+    step (design 0059), or the arguments, the tool's schema or description, or the approval
+    policy differ from what was asked.
 
-    ``key`` names what differs (``"arguments_sha256"``, ``"schema_sha256"``,
-    ``"description_sha256"``, ``"policy_name"``); nothing was written.
+    ``key`` names what differs (``"step"``, ``"arguments_sha256"``, ``"schema_sha256"``,
+    ``"description_sha256"``, ``"policy_name"``); the message names both asks when the step
+    differs; nothing was written.
     """
 
     def __init__(self, message: str, *, key: str) -> None:

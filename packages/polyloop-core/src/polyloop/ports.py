@@ -240,6 +240,17 @@ class Event:
     model_result: ModelCallResult | None = None
     #: ``RUN_PARKED`` only: the ask the run waits on (design 0037).
     ask: UserAsked | None = None
+    #: ``STEP_COMPLETED`` only: the call this invocation sent to the model for the step (its
+    #: messages); ``None`` when the result was taken from the log on resume. Added by design
+    #: 0062.
+    model_call: ModelCall | None = None
+    #: ``STEP_COMPLETED`` only: when the model call of ``model_call`` ran, as wall-clock
+    #: ``time.time_ns()`` at its start and end; ``None`` when no call was made. Left out of
+    #: equality: two runs making the same calls have equal events. Added by design 0062.
+    model_call_ns: tuple[int, int] | None = field(default=None, compare=False)
+    #: ``STEP_COMPLETED`` only: when the step's action was executed, as ``model_call_ns``;
+    #: ``None`` when none was. Added by design 0062.
+    action_ns: tuple[int, int] | None = field(default=None, compare=False)
 
     def __reduce__(self) -> tuple[type[Event], tuple[object, ...]]:
         # ``injection_entry_ids`` is a read-only view, which cannot be pickled or deep-copied;
@@ -259,6 +270,9 @@ class Event:
                 self.intent_in_doubt,
                 self.model_result,
                 self.ask,
+                self.model_call,
+                self.model_call_ns,
+                self.action_ns,
             ),
         )
 

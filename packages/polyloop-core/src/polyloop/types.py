@@ -555,7 +555,9 @@ class RunStarted:
     ``follows_run_id`` and ``queued_input`` were added after schema 1.0 (design 0052): a
     follow-up run (the next turn of a conversation, ``polyloop.session.follow_up``) names the
     run it continues and the user's input it was started with; both are set or both ``None``,
-    and a run that is no follow-up is stored exactly as before.
+    and a run that is no follow-up is stored exactly as before. The three ``fork`` fields
+    (design 0067) are added the same way: a fork names its source run and the step its own
+    agent started at.
     """
 
     run_id: str
@@ -565,6 +567,15 @@ class RunStarted:
     follows_run_id: str | None = field(default=None, metadata={"optional_on_read": True})
     #: The user's new input this follow-up run was started with (seed 002's ``queued_input``).
     queued_input: str | None = field(default=None, metadata={"optional_on_read": True})
+    #: The run this one was forked from (design 0067): its records of the steps before
+    #: ``forked_at_step`` were copied into this log; ``None`` for a run that is no fork.
+    forked_from_run_id: str | None = field(default=None, metadata={"optional_on_read": True})
+    #: The first step this run's own agent took; the steps before it are the source's.
+    forked_at_step: int | None = field(default=None, metadata={"optional_on_read": True})
+    #: Step ``forked_at_step - 1`` was in doubt in the source (an action announced, never
+    #: settled): the fork recorded it ``not_executed`` by an explicit choice, so whether the
+    #: world saw that action is unknown.
+    fork_left_in_doubt: bool = field(default=False, metadata={"optional_on_read": True})
 
     def __post_init__(self) -> None:
         object.__setattr__(
@@ -575,6 +586,42 @@ class RunStarted:
         _require_version("RunStarted", self.schema_version)
         if self.follows_run_id is not None or self.queued_input is not None:
             self._check_follow_up()
+        if (
+            self.forked_from_run_id is not None
+            or self.forked_at_step is not None
+            or self.fork_left_in_doubt is not False
+        ):
+            self._check_fork()
+
+    def _check_fork(self) -> None:
+        source, at = self.forked_from_run_id, self.forked_at_step
+        if (source is None) != (at is None):
+            raise ConfigurationError(
+                f"RunStarted of run {self.run_id!r} sets "
+                f"{'forked_from_run_id' if source is not None else 'forked_at_step'} without "
+                f"{'forked_at_step' if source is not None else 'forked_from_run_id'}; a fork names "
+                "the run it was forked from and the step, both or neither."
+            )
+        if source is not None and (
+            not isinstance(source, str) or not source or source == self.run_id
+        ):
+            raise ConfigurationError(
+                f"RunStarted.forked_from_run_id must name another run, got {source!r} for run "
+                f"{self.run_id!r}."
+            )
+        if at is not None and (type(at) is not int or at < 0):
+            raise ConfigurationError(
+                f"RunStarted.forked_at_step must be an integer >= 0, got {at!r}."
+            )
+        if type(self.fork_left_in_doubt) is not bool:
+            raise ConfigurationError(
+                f"RunStarted.fork_left_in_doubt must be a bool, got {self.fork_left_in_doubt!r}."
+            )
+        if self.fork_left_in_doubt and (at is None or at < 1):
+            raise ConfigurationError(
+                f"RunStarted of run {self.run_id!r} says fork_left_in_doubt but is no fork after "
+                "step 0; only a fork's last copied step can be left in doubt."
+            )
 
     def _check_follow_up(self) -> None:
         follows, queued = self.follows_run_id, self.queued_input
@@ -597,7 +644,7 @@ class RunStarted:
 
     def __reduce__(
         self,
-    ) -> tuple[type[RunStarted], tuple[str, dict[str, str], int, str | None, str | None]]:
+    ) -> tuple[type[RunStarted], tuple[object, ...]]:
         # The read-only snapshot view cannot be pickled or deep-copied; rebuild from a dict.
         return (
             RunStarted,
@@ -607,6 +654,9 @@ class RunStarted:
                 self.schema_version,
                 self.follows_run_id,
                 self.queued_input,
+                self.forked_from_run_id,
+                self.forked_at_step,
+                self.fork_left_in_doubt,
             ),
         )
 

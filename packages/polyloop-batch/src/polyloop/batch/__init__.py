@@ -17,7 +17,7 @@ from polyloop.batch.agents import (
     open_agent,
 )
 from polyloop.batch.driving import EpisodeDriver, LocalEpisodeDriver
-from polyloop.batch.episodes import Episode, EpisodesFile, check_episodes_file
+from polyloop.batch.episodes import Episode, EpisodesFile, ForkPoint, check_episodes_file
 from polyloop.batch.errors import BatchError, EpisodesFileError, FactoryError, WorkerSetupError
 from polyloop.batch.passes import BatchControl, ReportObserver, run_episodes
 from polyloop.batch.reports import (
@@ -47,6 +47,7 @@ __all__ = [
     "EpisodesFileError",
     "FactoryError",
     "FactoryResult",
+    "ForkPoint",
     "LocalEpisodeDriver",
     "ModelUsage",
     "ReportObserver",

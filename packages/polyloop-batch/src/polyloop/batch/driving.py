@@ -22,7 +22,7 @@ from polyloop.batch.episodes import Episode
 from polyloop.batch.reports import EpisodeReport, EpisodeStatus, ModelUsage
 from polyloop.errors import RunAlreadyStartedError, RunLeaseHeldError
 from polyloop.ports import ModelCall, ModelClient, RunLeasing, RunStore
-from polyloop.session import resume_or_park, run_or_park
+from polyloop.session import fork, resume_or_park, run_or_park
 from polyloop.types import REQUESTS_USAGE_KEY, RETRIES_USAGE_KEY, ModelReply, RunResult
 
 __all__ = ["EpisodeDriver", "LocalEpisodeDriver", "describe_error", "this_worker"]
@@ -65,7 +65,7 @@ class LocalEpisodeDriver:
                     raise RunLeaseHeldError.held_by(episode.run_id, holder)
             async with open_agent(self.factory, episode, self.store) as agent:
                 counter = _CountingModelClient(agent.definition.model_client)
-                status, result = await _drive(agent, counter)
+                status, result = await _drive(agent, episode, counter)
         except RunLeaseHeldError as held:
             return self._report(episode, EpisodeStatus.SKIPPED, started, describe_error(held))
         except Exception as error:
@@ -133,15 +133,27 @@ class _CountingModelClient:
 
 
 async def _drive(
-    agent: EpisodeAgent, model_client: ModelClient
+    agent: EpisodeAgent, episode: Episode, model_client: ModelClient
 ) -> tuple[EpisodeStatus, RunResult | RunParked]:
-    """``run_or_park``, else ``resume_or_park``: an ungated episode is driven exactly as by
-    ``run``/``resume``; a gated one may park, which a rerun continues after the decision.
-    ``model_client`` stands in for the definition's (it counts the calls)."""
+    """``run_or_park`` (``fork`` for an episode naming a fork point), else ``resume_or_park``:
+    an ungated episode is driven exactly as by ``run``/``resume``; a gated one may park, which
+    a rerun continues after the decision. A fork whose copy a crash cut short is completed by
+    ``fork`` itself on the next pass. ``model_client`` stands in for the definition's (it
+    counts the calls, design 0065)."""
     definition = dataclasses.replace(agent.definition, model_client=model_client)
     request = agent.request
+    point = episode.fork_point
     try:
-        return EpisodeStatus.RAN, await run_or_park(definition, request)
+        if point is None:
+            return EpisodeStatus.RAN, await run_or_park(definition, request)
+        forked = await fork(
+            definition,
+            request,
+            source_run_id=point.source_run_id,
+            at_step=point.at_step,
+            in_doubt_observation=point.in_doubt_observation,
+        )
+        return EpisodeStatus.RAN, forked
     except RunAlreadyStartedError:
         pass
     # Only to name what resume did; resume itself decides under the lease.

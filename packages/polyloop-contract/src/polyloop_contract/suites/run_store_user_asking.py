@@ -1,7 +1,11 @@
 """RunStore contract, asking a person: for stores that implement ``polyloop.ports.UserAsking``.
 
 A gated run (design 0037) writes ``UserAsked`` before a gated action's intent and
-``UserAnswered`` once a person decided. The capability is decided structurally: a store that
+``UserAnswered`` once a person decided. A decision names the ask it answers by its step
+(design 0059), so a store keeps at most one ask and one decision per step, reads each back
+with the step it was written with, and never merges or refuses records for being alike in
+anything else: two asks of one run alike but for their step are two asks. The capability is
+decided structurally: a store that
 does not implement it skips these rules with one report line saying so (gated runs are then
 refused on it at start, every other run keeps working); a store may also declare capability
 ``user_asking`` off. Each failure message starts with ``RunStore rule '<rule>'``.
@@ -10,6 +14,7 @@ refused on it at start, every other run keeps working); a store may also declare
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 from polyloop.asking import Verdict
 from polyloop.errors import DuplicateRecordError
@@ -209,4 +214,42 @@ async def test_two_deciders_at_once_one_wins(asking_store: MakeStore, reopen: Re
     rule.check(
         log.answers[-1:] == (winner,),
         "the stored decision is not the one whose write was acknowledged",
+    )
+
+
+@aio
+async def test_alike_asks_of_two_steps_stay_two_asks(asking_store: MakeStore) -> None:
+    """The same call asked about at step 1 and at step 3 (the two asks differ only in their
+    step) is stored as two asks, each read back with its own step; the decision of step 1
+    reads back as deciding step 1 only, and step 3 can still be decided once. A decision names
+    its ask by the step (design 0059): a store that keyed asks or decisions by their content
+    would refuse the second ask, or let one decision stand for both."""
+    rule = Rule(SEAM, "an ask is named by its step")
+    store = await asking_store()
+    run_id = "alike"
+    first = user_asked(run_id, 1)
+    again = dataclasses.replace(first, step=3)
+    records: list[LogRecord] = [
+        run_started(run_id, **{"request.tools.search.requires_approval": "true"}),
+        *step_writes(run_id, 0).records,
+        *approved_writes(run_id, 1),
+        *step_writes(run_id, 2).records,
+        *list(step_writes(run_id, 3).records)[:2],
+        again,
+    ]
+    await _write_all(rule, store, records)
+    _check_log(
+        rule, await _read(rule, store, run_id, "the store"), expected_log(records), "the store"
+    )
+    decision = user_answered(again, Verdict.REJECT, reason="asked twice")
+    await rule.call(
+        "write of the decision of step 3 (its ask alike the decided one of step 1)",
+        write(store, decision),
+    )
+    log = await _read(rule, store, run_id, "the store")
+    rule.check(
+        [(a.step, a.verdict) for a in log.answers] == [(1, Verdict.APPROVE), (3, Verdict.REJECT)],
+        f"after deciding step 1 then step 3, RunLog.answers reads back as "
+        f"{shown([(a.step, a.verdict.value) for a in log.answers])}; each decision must keep "
+        "the step of the ask it answers",
     )

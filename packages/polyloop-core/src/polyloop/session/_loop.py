@@ -264,6 +264,11 @@ class Driver:
         self.finish_written = False
         #: The call ``resume`` is making again for the step it settles (recorded with it).
         self.replaying: IntentKind | None = None
+        #: The step's model call made by this invocation and when it and the action ran, for
+        #: the ``STEP_COMPLETED`` event (design 0062); reset when the step completes.
+        self.sent_call: ModelCall | None = None
+        self.call_ns: tuple[int, int] | None = None
+        self.action_ns: tuple[int, int] | None = None
         #: ``None`` for an ungated request: the loop then never asks (design 0037).
         self.gates = asking.gates
         self.ask_now = asking.ask_now
@@ -332,7 +337,9 @@ class Driver:
     async def model_result(self, k: int, result_id: str) -> ModelCallResult:
         """Call the model for step ``k`` (its intent is written) and record what came back."""
         call = self.prompt.model_call(k, self.run_id, result_id, self.request.model_binding)
+        began = time.time_ns()
         result = await self.call_model(call)
+        self.sent_call, self.call_ns = call, (began, time.time_ns())
         await self.writes.hold(result)
         return result
 
@@ -533,7 +540,9 @@ class Driver:
         result: ModelCallResult,
     ) -> StepEnd:
         """Execute the action whose intent is written and record step ``k`` with its outcome."""
+        began = time.time_ns()
         outcome = await self.execute(action)
+        self.action_ns = (began, time.time_ns())
         call = action.tool_call
         step = head.record(
             action=action.text,
@@ -615,6 +624,8 @@ class Driver:
         model_result: ModelCallResult,
     ) -> None:
         replayed, self.replaying = self.replaying, None
+        call, call_ns, action_ns = self.sent_call, self.call_ns, self.action_ns
+        self.sent_call = self.call_ns = self.action_ns = None
         await self.writes.hold(StepCompleted(self.run_id, result_id, outcome, step, replayed))
         self.steps.append(step)
         self.prompt.add_step(step)
@@ -627,6 +638,9 @@ class Driver:
                 step.step_idx,
                 step=step,
                 model_result=model_result,
+                model_call=call,
+                model_call_ns=call_ns,
+                action_ns=action_ns,
             )
         )
 

@@ -4,8 +4,15 @@ A row is one step: ``run_id``, every :class:`~polyloop.types.StepRecord` field u
 name (``action_status`` as its string value, ``calls_not_executed`` as the JSON text of its
 records, ``[]`` when empty), the run's ``stop_reason`` (``None``
 while it has not finished) and one ``model_binding.<key>`` column per key of the run's model
-binding, as the parameter snapshot records it (``request.model_binding.<key>``). Rows come one run at a time, so a table of ten
-thousand runs is read in the memory of one run::
+binding, as the parameter snapshot records it (``request.model_binding.<key>``); then, added
+after those (design 0061), the step's reply's ``finish_reason``, ``replayed_on_resume`` (what
+resume made again for the step: ``action``, ``model_call`` or ``None``), the run's
+``run_status`` (seed 002's word, so an unfinished run is ``running`` or ``waiting_approval``,
+not a null; ``None`` only for a run read in part from a damaged store); then (design 0067) a
+fork's source run, fork step and whether the step was inherited from it; and last one
+whole-number ``usage.<key>`` column per token count any reply reported
+(``ModelReply.usage``'s own keys, nested ones joined with ``.``). Rows come one run at a time,
+so a table of ten thousand runs is read in the memory of one run::
 
     table = StepTable(store)
     rows = [row async for row in table]          # or write each row out as it comes
@@ -36,18 +43,23 @@ from typing import Literal
 
 from polyloop.errors import ConfigurationError, CorruptLogError, PolyLoopError
 from polyloop.ports import RunListing, RunLog, RunStore
+from polyloop.recovery import run_status
 from polyloop.stores.salvage import LayoutUnreadable, Salvage, list_from_layout
-from polyloop.types import StepRecord
+from polyloop.types import IntentKind, ModelReply, StepRecord
 
 __all__ = [
     "BINDING_PREFIX",
+    "FORK_COLUMNS",
+    "REPLY_COLUMNS",
     "RUN_COLUMNS",
     "SNAPSHOT_BINDING_PREFIX",
     "STEP_FIELDS",
+    "USAGE_PREFIX",
     "ColumnType",
     "StepTable",
     "Unreadable",
     "column_type",
+    "is_key_column",
     "step_columns",
     "step_rows_of",
 ]
@@ -56,10 +68,20 @@ __all__ = [
 STEP_FIELDS: tuple[str, ...] = tuple(field.name for field in dataclasses.fields(StepRecord))
 #: The column before the step fields and the column after them.
 RUN_COLUMNS: tuple[str, str] = ("run_id", "stop_reason")
+#: After ``stop_reason``: a fork's source run and fork step (``None`` for a run that is no
+#: fork), and whether the row's step was copied from the source (design 0067), so that an
+#: analysis counts a shared prefix once.
+FORK_COLUMNS: tuple[str, str, str] = ("forked_from_run_id", "forked_at_step", "inherited")
 #: Prefix of the model-binding columns (``model_binding.<key>``), and of the same keys in the
 #: parameter snapshot, where the request's model binding is recorded.
 BINDING_PREFIX = "model_binding."
 SNAPSHOT_BINDING_PREFIX = "request.model_binding."
+#: The columns after the model-binding ones (design 0061): the step's reply's finish reason,
+#: what resume made again for the step, the run's status word.
+REPLY_COLUMNS: tuple[str, str, str] = ("finish_reason", "replayed_on_resume", "run_status")
+#: Prefix of the token-count columns, one per key of ``ModelReply.usage`` (``usage.<key>``),
+#: the last columns of the table.
+USAGE_PREFIX = "usage."
 
 #: A row of the table: column name to value (``None`` where a value is absent).
 Row = dict[str, str | int | bool | None]
@@ -104,32 +126,66 @@ _TYPES = {
     **_field_types(),
     "run_id": ColumnType("str", False),
     "stop_reason": ColumnType("str", True),
+    "finish_reason": ColumnType("str", True),
+    "replayed_on_resume": ColumnType("str", True),
+    # ``None`` only for a run read in part from a damaged store: its status cannot be told.
+    "run_status": ColumnType("str", True),
+    "forked_from_run_id": ColumnType("str", True),
+    "forked_at_step": ColumnType("int", True),
+    "inherited": ColumnType("bool", False),
 }
 
 
 def column_type(column: str) -> ColumnType:
-    """The type of a column of :func:`step_columns` (a model-binding column is nullable text)."""
+    """The type of a column of :func:`step_columns` (a model-binding column is nullable text,
+    a ``usage.<key>`` column nullable whole numbers)."""
     known = _TYPES.get(column)
     if known is not None:
         return known
     if column.startswith(BINDING_PREFIX):
         return ColumnType("str", True)
+    if column.startswith(USAGE_PREFIX):
+        return ColumnType("int", True)
     raise ConfigurationError(
         f"{column!r} is not a column of the step table; its columns are run_id, the StepRecord "
-        f"fields, stop_reason and {BINDING_PREFIX}<key>."
+        f"fields, stop_reason, {BINDING_PREFIX}<key>, {', '.join(REPLY_COLUMNS)} and "
+        f"{USAGE_PREFIX}<key>."
     )
 
 
-def step_columns(binding_columns: Iterable[str] = ()) -> tuple[str, ...]:
-    """The table's columns, in order: ``run_id``, the StepRecord fields, ``stop_reason``, then
-    ``binding_columns`` (each ``model_binding.<key>``, as the rows name them), sorted."""
-    bindings = sorted(set(binding_columns))
-    for column in bindings:
-        if not column.startswith(BINDING_PREFIX):
+def step_columns(key_columns: Iterable[str] = ()) -> tuple[str, ...]:
+    """The table's columns, in order: ``run_id``, the StepRecord fields, ``stop_reason``, the
+    ``model_binding.<key>`` columns of ``key_columns`` sorted, ``finish_reason``,
+    ``replayed_on_resume``, ``run_status``, the :data:`FORK_COLUMNS`, then its ``usage.<key>``
+    columns sorted.
+
+    ``key_columns`` are the columns named by keys the rows hold (as the rows name them); a
+    fixed column added later goes after every earlier fixed one, so a reader's column
+    positions hold.
+    """
+    keys = set(key_columns)
+    for column in keys:
+        if not column.startswith((BINDING_PREFIX, USAGE_PREFIX)):
             raise ConfigurationError(
-                f"{column!r} is not a model-binding column; name it {BINDING_PREFIX}<key>."
+                f"{column!r} is not a model-binding or usage column; name it "
+                f"{BINDING_PREFIX}<key> or {USAGE_PREFIX}<key>."
             )
-    return (RUN_COLUMNS[0], *STEP_FIELDS, RUN_COLUMNS[1], *bindings)
+    bindings = sorted(column for column in keys if column.startswith(BINDING_PREFIX))
+    usage = sorted(column for column in keys if column.startswith(USAGE_PREFIX))
+    return (
+        RUN_COLUMNS[0],
+        *STEP_FIELDS,
+        RUN_COLUMNS[1],
+        *bindings,
+        *REPLY_COLUMNS,
+        *FORK_COLUMNS,
+        *usage,
+    )
+
+
+def is_key_column(column: str) -> bool:
+    """Whether ``column`` is one a row names from a key (``model_binding.*``, ``usage.*``)."""
+    return column.startswith((BINDING_PREFIX, USAGE_PREFIX))
 
 
 def _plain(value: object) -> str | int | bool | None:
@@ -151,15 +207,36 @@ def _plain(value: object) -> str | int | bool | None:
     return value
 
 
-def step_rows_of(run_id: str, log: RunLog) -> Iterator[Row]:
-    """The rows of one run's log, one per recorded step, in step order."""
+def _replies(log: RunLog) -> dict[int, ModelReply]:
+    """Each step's recorded reply, by step index (through the step's model-call intent)."""
+    results = {result.result_id: result for result in log.model_results}
+    replies: dict[int, ModelReply] = {}
+    for intent in log.intents:
+        if intent.kind is IntentKind.MODEL_CALL:
+            result = results.get(intent.result_id)
+            if result is not None and result.reply is not None:
+                replies[intent.call_index] = result.reply
+    return replies
+
+
+def step_rows_of(run_id: str, log: RunLog, *, whole: bool = True) -> Iterator[Row]:
+    """The rows of one run's log, one per recorded step, in step order.
+
+    ``whole=False``: the log was read in part (a damaged store), so its ``run_status`` is
+    ``None`` rather than a guess from what was kept.
+    """
     stop_reason = None if log.finished is None else log.finished.result.stop_reason.value
+    status = run_status(log).value if whole else None
+    replies = _replies(log)
     snapshot: Mapping[str, str] = log.started.parameter_snapshot if log.started else {}
     bindings = {
         BINDING_PREFIX + key.removeprefix(SNAPSHOT_BINDING_PREFIX): value
         for key, value in sorted(snapshot.items())
         if key.startswith(SNAPSHOT_BINDING_PREFIX)
     }
+    source = log.started.forked_from_run_id if log.started else None
+    at = log.started.forked_at_step if log.started else None
+    inherited_below = 0 if at is None else at
     for completed in log.steps:
         step = completed.step
         row: Row = {"run_id": run_id}
@@ -167,6 +244,17 @@ def step_rows_of(run_id: str, log: RunLog) -> Iterator[Row]:
             row[name] = _plain(getattr(step, name))
         row["stop_reason"] = stop_reason
         row.update(bindings)
+        reply = replies.get(step.step_idx)
+        row["finish_reason"] = None if reply is None else reply.finish_reason
+        replayed = completed.replayed_on_resume
+        row["replayed_on_resume"] = None if replayed is None else replayed.value
+        row["run_status"] = status
+        row["forked_from_run_id"] = source
+        row["forked_at_step"] = at
+        row["inherited"] = step.step_idx < inherited_below
+        if reply is not None and reply.usage:
+            for key, count in sorted(reply.usage.items()):
+                row[USAGE_PREFIX + key] = count
         yield row
 
 
@@ -267,7 +355,7 @@ class StepTable:
         self.unreadable.extend(Unreadable(None, problem) for problem in listing.unreadable)
         return listing.run_ids
 
-    async def _log(self, run_id: str) -> RunLog | None:
+    async def _log(self, run_id: str) -> tuple[RunLog, bool] | None:
         store = self._store
         try:
             log = await store.read_log(run_id)
@@ -280,21 +368,22 @@ class StepTable:
                 if self._run_ids is not None:
                     self.missing.append(run_id)
                 return None
-            return log
+            return log, True
         saved = await _salvage(store, run_id)
         log = RunLog() if saved is None else saved.log
         records = () if saved is None else saved.unreadable
         self.unreadable.append(Unreadable(run_id, problem, len(log.steps), records))
-        return log
+        return log, False
 
     def __aiter__(self) -> AsyncIterator[Row]:
         return self._rows()
 
     async def _rows(self) -> AsyncIterator[Row]:
         for run_id in await self._ids():
-            log = await self._log(run_id)
-            if log is None:
+            read = await self._log(run_id)
+            if read is None:
                 continue
+            log, whole = read
             self.runs_read += 1
-            for row in step_rows_of(run_id, log):
+            for row in step_rows_of(run_id, log, whole=whole):
                 yield row

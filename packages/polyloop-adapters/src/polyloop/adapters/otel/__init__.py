@@ -2,8 +2,8 @@
 
 Install with ``polyloop-adapters[otel]``. Every invocation of a run (the first ``run``, each
 ``resume``) becomes an ``invoke_agent`` span in one trace whose id is derived from the run id,
-so a resumed run is found from the crashed one and back. Steps, model calls (``chat``) and
-actions (``execute_tool``) are its children, named and attributed by the OpenTelemetry
+so a resumed run is found from the crashed one and back; each invocation is a root span of that
+trace. Model calls (``chat``) and actions (``execute_tool``) are its children, each timed, named and attributed by the OpenTelemetry
 semantic conventions for generative AI, with PolyLoop's own facts under ``polyloop.``: the
 stop reason, the budgets left, and on resume what was made again (``polyloop.replayed``) and
 what was refused (``polyloop.refused``).
@@ -13,8 +13,9 @@ what was refused (``polyloop.refused``).
     ...
     telemetry.shutdown()
 
-Message content, tool arguments and observations are recorded only with
-``capture_content=True``. Export is batched on the SDK's thread: a slow or dead collector
+The messages sent to the model, its replies, tool arguments and observations are recorded only
+with ``capture_content=True``. :func:`observe` adds a sink to an agent built elsewhere (``polyloop
+batch --otlp``) without changing its parameter snapshot. Export is batched on the SDK's thread: a slow or dead collector
 never slows a run, and failed exports count in ``RunResult.event_delivery_failures``.
 
 :class:`BatchMetrics` is a report observer for ``polyloop.batch.run_batch``: episodes done,
@@ -24,6 +25,7 @@ failed and parked, steps, steps per second.
 from polyloop.adapters.otel._batch import BatchMetrics
 from polyloop.adapters.otel._export import CountingSpanExporter, OtlpTelemetry
 from polyloop.adapters.otel._ids import run_span_id, run_trace_id
+from polyloop.adapters.otel._observe import observe
 from polyloop.adapters.otel._sink import OpenTelemetryEventSink, TelemetryExportError
 
 __all__ = [
@@ -32,6 +34,7 @@ __all__ = [
     "OpenTelemetryEventSink",
     "OtlpTelemetry",
     "TelemetryExportError",
+    "observe",
     "run_span_id",
     "run_trace_id",
 ]

@@ -62,6 +62,8 @@ OUTCOME: Final = "polyloop.action.outcome"
 RESULT_ID: Final = "polyloop.result_id"
 OBSERVATION_SYNTHETIC: Final = "polyloop.action.observation_is_synthetic"
 ENV_REPORTED_COMPLETION: Final = "polyloop.action.env_reported_completion"
+#: ``True`` on an invocation that ended waiting for a person (design 0037).
+PARKED: Final = "polyloop.parked"
 
 # -- metrics ------------------------------------------------------------------------------
 STEPS_METRIC: Final = "polyloop.steps"
@@ -69,6 +71,8 @@ ACTIONS_METRIC: Final = "polyloop.actions"
 RUNS_METRIC: Final = "polyloop.runs"
 MODEL_REQUESTS_METRIC: Final = "polyloop.model.requests"
 EXPORT_FAILURES_METRIC: Final = "polyloop.telemetry.export_failures"
+#: Spans dropped because the export queue was full (design 0062).
+SPANS_DROPPED_METRIC: Final = "polyloop.telemetry.spans_dropped"
 BATCH_EPISODES_METRIC: Final = "polyloop.batch.episodes"
 BATCH_STEPS_METRIC: Final = "polyloop.batch.steps"
 BATCH_STEP_RATE_METRIC: Final = "polyloop.batch.steps_per_second"

@@ -1,18 +1,17 @@
-"""The event sink: PolyLoop's events as GenAI spans and metrics (design 0049).
+"""The event sink: PolyLoop's events as GenAI spans and metrics (designs 0049, 0062).
 
 Span tree of one invocation (``run`` or ``resume``), all in the run's trace:
 
-    invoke_agent <agent>      the invocation: stop reason, budgets left, recovery move
+    invoke_agent <agent>      a root: stop reason, budgets left, recovery move
       chat <model>            per step, the model call: usage, finish reasons, llm_error status
       execute_tool <tool>     per step with an action: tool, call id, replay policy, outcome
       ...
       execute_tool | chat     on resume, the call in doubt that was refused (if any)
 
 as the GenAI conventions lay out an agent's spans; the step index is the ``polyloop.step``
-attribute of each. Events carry no finer times than the step's, so a step's model call and
-action spans both cover the step (``step_started`` to ``step_completed``). Nothing here does
-I/O: spans end into the tracer provider's processor, whose batch exporter sends them from its
-own thread.
+attribute of each. The model call and the action each span the time they ran (the
+``STEP_COMPLETED`` event carries both, design 0062). Nothing here does I/O: spans end into the
+tracer provider's processor, whose batch exporter sends them from its own thread.
 """
 
 from __future__ import annotations
@@ -29,12 +28,12 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from polyloop.adapters.otel import _names as n
 from polyloop.adapters.otel._counts import Key, shared_counts
-from polyloop.adapters.otel._ids import run_context
-from polyloop.ports import Event, EventKind
+from polyloop.adapters.otel._ids import root_trace_id, run_context, steer_trace_ids
+from polyloop.ports import Event, EventKind, ModelCall
 from polyloop.types import (
     ActionStatus,
     IntentKind,
-    ModelCallResult,
+    Role,
     RunResult,
     StepRecord,
     StopReason,
@@ -72,6 +71,13 @@ _FIRST_REQUEST: Key = ((n.RETRY, False),)
 _RETRY_REQUEST: Key = ((n.RETRY, True),)
 _ERROR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]{0,99}")
 
+#: ``model_client.kind`` of the snapshot → ``gen_ai.provider.name``. The conventions name the
+#: provider by the protocol the client speaks ("openai" for an OpenAI client talking to any
+#: compatible server); other kinds are named as they are.
+_PROVIDERS: Mapping[str, str] = {
+    "openai_chat_completions": n.GEN_AI.GenAiProviderNameValues.OPENAI.value,
+}
+
 _REPLAY_MOVES = {
     "call_model_again": (n.REPLAYED, None),
     "reuse_model_result": (n.REUSED, None),
@@ -95,6 +101,7 @@ class _Invocation:
     max_actions: int | None
     policies: dict[str, str]
     resume_move: str | None
+    provider: str | None
     #: When the step in progress started (``time.time_ns``), ``None`` between steps.
     step_started_ns: int | None = None
 
@@ -104,6 +111,33 @@ def _int_or_none(text: str | None) -> int | None:
         return None if text is None else int(text)
     except ValueError:
         return None
+
+
+def _tool_error_type(tool: str | None, observation: str) -> str:
+    """The exception type a tool raised, from the observation the registry wrote for it
+    (``Tool 'name' failed: Type: message``, ``polyloop.tools``); ``tool_error`` otherwise (a
+    handler that returned no text, another executor's synthetic observation)."""
+    prefix = f"Tool {tool!r} failed: "
+    if observation.startswith(prefix):
+        head = observation[len(prefix) :].split(":", 1)[0].strip()
+        if _ERROR_NAME.fullmatch(head):
+            return head
+    return "tool_error"
+
+
+def _input_messages(call: ModelCall) -> str:
+    """The call's messages as ``gen_ai.input.messages`` (the conventions' JSON form): a text
+    part per block, a tool message as the response to the call it names."""
+    messages: list[dict[str, object]] = []
+    for message in call.messages:
+        parts: list[dict[str, object]]
+        if message.role is Role.TOOL:
+            text = "".join(block.text for block in message.content)
+            parts = [{"type": "tool_call_response", "id": message.tool_call_id, "response": text}]
+        else:
+            parts = [{"type": "text", "content": block.text} for block in message.content]
+        messages.append({"role": message.role.value, "parts": parts})
+    return json.dumps(messages, ensure_ascii=False)
 
 
 def _error_type(failure: str | None) -> str:
@@ -122,10 +156,17 @@ class OpenTelemetryEventSink:
     global providers). :class:`~polyloop.adapters.otel.OtlpTelemetry` builds both for an OTLP
     endpoint and hands its export-failure count in as ``export_failures``.
 
-    ``capture_content``: message content, tool arguments and observations are recorded only
-    when this is ``True`` (the conventions advise off by default: they may hold personal data).
-    Secrets are never read: the sink sees only events, and takes from the parameter snapshot
-    only the model name, the budgets and the tools' replay policies.
+    ``capture_content``: the messages sent to the model (``gen_ai.input.messages``), its reply,
+    tool arguments and observations are recorded only when this is ``True`` (the conventions
+    advise off by default: they may hold personal data). Secrets are never read: the sink sees
+    only events, and takes from the parameter snapshot only the model name, the client's kind,
+    the budgets and the tools' replay policies.
+
+    ``provider_name``: ``gen_ai.provider.name`` of the spans; by default derived from the model
+    client's kind (``openai`` for the OpenAI-compatible gateway client).
+
+    Each invocation is a root span in the trace derived from the run id when the tracer is the
+    SDK's; another tracer's invocations hang under the run's span id (never exported).
 
     ``emit`` never suspends and does no I/O. It raises :class:`TelemetryExportError` when the
     exporter reported failed exports since the previous event, so that they count in
@@ -140,7 +181,9 @@ class OpenTelemetryEventSink:
         "_export_failures",
         "_failures_seen",
         "_open",
+        "_provider",
         "_requests",
+        "_roots",
         "_runs",
         "_steps",
         "_tokens",
@@ -155,6 +198,7 @@ class OpenTelemetryEventSink:
         capture_content: bool = False,
         agent_name: str = "polyloop",
         export_failures: Callable[[], int] | None = None,
+        provider_name: str | None = None,
     ) -> None:
         if not isinstance(capture_content, bool):
             raise TypeError(
@@ -163,7 +207,14 @@ class OpenTelemetryEventSink:
             )
         if not isinstance(agent_name, str) or not agent_name:
             raise ValueError(f"agent_name must be a non-empty string, got {agent_name!r}.")
+        if provider_name is not None and (not isinstance(provider_name, str) or not provider_name):
+            raise ValueError(
+                f"provider_name must be a non-empty string (e.g. 'openai') or None, got "
+                f"{provider_name!r}."
+            )
         self._tracer = trace.get_tracer(_SCOPE, tracer_provider=tracer_provider)
+        self._roots = steer_trace_ids(self._tracer)
+        self._provider = provider_name
         counts = shared_counts(meter_provider)
         self._steps = counts.counter(n.STEPS_METRIC, "{step}", "Steps recorded, by parse outcome.")
         self._actions = counts.counter(
@@ -206,6 +257,8 @@ class OpenTelemetryEventSink:
             self._run_started(event)
         elif kind is EventKind.RUN_FINISHED:
             self._run_finished(event)
+        elif kind is EventKind.RUN_PARKED:
+            self._run_parked(event)
         self._check_exports()
 
     def end_open_invocations(self) -> None:
@@ -222,6 +275,8 @@ class OpenTelemetryEventSink:
             self._abandon(run_id)
         snapshot = event.parameter_snapshot
         model = snapshot.get("model_client.model")
+        kind = snapshot.get("model_client.kind")
+        provider = self._provider or (None if not kind else _PROVIDERS.get(kind, kind))
         policies = {
             key[len("request.tools.") : -len(".replay_policy")]: value
             for key, value in snapshot.items()
@@ -237,6 +292,8 @@ class OpenTelemetryEventSink:
         }
         if model:
             attributes[n.GEN_AI.GEN_AI_REQUEST_MODEL] = model
+        if provider:
+            attributes[n.GEN_AI.GEN_AI_PROVIDER_NAME] = provider
         intent = event.intent_in_doubt
         if event.resume_move is not None:
             attributes[n.RESUME_MOVE] = event.resume_move
@@ -244,13 +301,17 @@ class OpenTelemetryEventSink:
             attributes[n.RESUME_INTENT_KIND] = intent.kind.value
             attributes[n.RESUME_RESULT_ID] = intent.result_id
             attributes[n.RESUME_REPLAY_POLICY] = intent.replay_policy.value
-        parent = run_context(run_id)
-        span = self._tracer.start_span(
-            f"{n.INVOKE_AGENT} {self._agent_name}",
-            context=parent,
-            kind=SpanKind.INTERNAL,
-            attributes=attributes,
-        )
+        name = f"{n.INVOKE_AGENT} {self._agent_name}"
+        if self._roots:
+            with root_trace_id(run_id) as parent:
+                span = self._tracer.start_span(
+                    name, context=parent, kind=SpanKind.INTERNAL, attributes=attributes
+                )
+        else:
+            parent = run_context(run_id)
+            span = self._tracer.start_span(
+                name, context=parent, kind=SpanKind.INTERNAL, attributes=attributes
+            )
         invocation = _Invocation(
             span=span,
             context=trace.set_span_in_context(span, parent),
@@ -261,6 +322,7 @@ class OpenTelemetryEventSink:
             max_actions=_int_or_none(snapshot.get("request.budget.max_actions")),
             policies=policies,
             resume_move=event.resume_move,
+            provider=provider,
         )
         self._open[run_id] = invocation
         if event.resume_move == "stop_state_unknown" and intent is not None:
@@ -287,6 +349,8 @@ class OpenTelemetryEventSink:
             attributes[n.GEN_AI.GEN_AI_OPERATION_NAME] = n.CHAT
             if invocation.model:
                 attributes[n.GEN_AI.GEN_AI_REQUEST_MODEL] = invocation.model
+            if invocation.provider:
+                attributes[n.GEN_AI.GEN_AI_PROVIDER_NAME] = invocation.provider
         span = self._tracer.start_span(
             name, context=invocation.context, kind=SpanKind.INTERNAL, attributes=attributes
         )
@@ -313,7 +377,13 @@ class OpenTelemetryEventSink:
         model_mark = action_mark = None
         if invocation.resumed and step.step_idx == invocation.first_step:
             model_mark, action_mark = _REPLAY_MOVES.get(invocation.resume_move or "", (None, None))
-        self._chat(invocation, event.run_id, step, event.model_result, started, model_mark)
+        # A call taken from the log (or an event without times) is an instant at the step's
+        # start; an action not executed, an instant where the model call ended.
+        called = event.model_call_ns
+        if called is None:
+            at = time.time_ns() if started is None else started
+            called = (at, at)
+        self._chat(invocation, event, step, called, model_mark)
         if event.model_result is not None:
             made, retried = model_call_counts(event.model_result)
             requests = self._requests
@@ -321,7 +391,8 @@ class OpenTelemetryEventSink:
             if retried:
                 requests[_RETRY_REQUEST] = requests.get(_RETRY_REQUEST, 0) + retried
         if step.action is not None:
-            self._tool(invocation, event.run_id, step, started, action_mark)
+            acted = event.action_ns or (called[1], called[1])
+            self._tool(invocation, event.run_id, step, acted, action_mark)
         steps, parsed = self._steps, _PARSED if step.parse_ok else _NOT_PARSED
         steps[parsed] = steps.get(parsed, 0) + 1
 
@@ -331,12 +402,12 @@ class OpenTelemetryEventSink:
     def _chat(
         self,
         invocation: _Invocation,
-        run_id: str,
+        event: Event,
         step: StepRecord,
-        result: ModelCallResult | None,
-        started: int | None,
+        times: tuple[int, int],
         mark: str | None,
     ) -> None:
+        run_id, result = event.run_id, event.model_result
         attributes: dict[str, str | int | bool | tuple[str, ...]] = {
             n.GEN_AI.GEN_AI_OPERATION_NAME: n.CHAT,
             n.RUN_ID: run_id,
@@ -349,12 +420,20 @@ class OpenTelemetryEventSink:
             )
         if invocation.model:
             attributes[n.GEN_AI.GEN_AI_REQUEST_MODEL] = invocation.model
+        if invocation.provider:
+            attributes[n.GEN_AI.GEN_AI_PROVIDER_NAME] = invocation.provider
         if result is not None:
             attributes[n.RESULT_ID] = result.result_id
         if mark is not None:
             attributes[mark] = True
+        if self._capture_content and event.model_call is not None:
+            attributes[n.GEN_AI.GEN_AI_INPUT_MESSAGES] = _input_messages(event.model_call)
         reply = None if result is None else result.reply
         if reply is not None:
+            if invocation.model:
+                # The reply record does not name the model that answered: the one asked is
+                # the best knowledge (design 0062).
+                attributes[n.GEN_AI.GEN_AI_RESPONSE_MODEL] = invocation.model
             if reply.call_id is not None:
                 attributes[n.GEN_AI.GEN_AI_RESPONSE_ID] = reply.call_id
             if reply.finish_reason is not None:
@@ -377,13 +456,13 @@ class OpenTelemetryEventSink:
             context=invocation.context,
             kind=SpanKind.CLIENT,
             attributes=attributes,
-            start_time=started,
+            start_time=times[0],
         )
         if result is not None and result.reply is None:
             error = _error_type(result.failure)
             span.set_attribute(n.ERROR_TYPE, error)
             span.set_status(Status(StatusCode.ERROR, f"{StopReason.LLM_ERROR.value}: {error}"))
-        span.end()
+        span.end(times[1])
         if reply is not None and reply.usage:
             metric_attributes: dict[str, str] = {n.GEN_AI.GEN_AI_OPERATION_NAME: n.CHAT}
             if invocation.model:
@@ -400,7 +479,7 @@ class OpenTelemetryEventSink:
         invocation: _Invocation,
         run_id: str,
         step: StepRecord,
-        started: int | None,
+        times: tuple[int, int],
         mark: str | None,
     ) -> None:
         tool = step.tool_name
@@ -430,12 +509,18 @@ class OpenTelemetryEventSink:
             context=invocation.context,
             kind=SpanKind.INTERNAL,
             attributes=attributes,
-            start_time=started,
+            start_time=times[0],
         )
         if status is ActionStatus.ENV_ERROR:
             span.set_attribute(n.ERROR_TYPE, StopReason.ENV_ERROR.value)
             span.set_status(Status(StatusCode.ERROR, StopReason.ENV_ERROR.value))
-        span.end()
+        elif status is ActionStatus.EXECUTED and step.observation_is_synthetic:
+            # Executed, but the executor wrote the observation: the tool raised (or gave no
+            # text). The type only: the message may quote the arguments.
+            error = _tool_error_type(tool, step.observation)
+            span.set_attribute(n.ERROR_TYPE, error)
+            span.set_status(Status(StatusCode.ERROR, f"the tool failed: {error}"))
+        span.end(times[1])
         actions, outcome_key = self._actions, ((n.OUTCOME, outcome),)
         actions[outcome_key] = actions.get(outcome_key, 0) + 1
 
@@ -452,6 +537,16 @@ class OpenTelemetryEventSink:
         span.end()
         runs, reason = self._runs, ((n.STOP_REASON, result.stop_reason.value),)
         runs[reason] = runs.get(reason, 0) + 1
+
+    def _run_parked(self, event: Event) -> None:
+        """The run waits for a person: this invocation ends, not as an error; the ``resume``
+        that carries out the decision is the next invocation of the trace."""
+        invocation = self._open.pop(event.run_id, None)
+        if invocation is None:
+            return
+        invocation.span.set_attribute(n.PARKED, True)
+        invocation.span.set_attribute(n.STEPS_RECORDED, event.step_idx)
+        invocation.span.end()
 
     def _finish_attributes(self, span: Span, invocation: _Invocation, result: RunResult) -> None:
         steps = len(result.steps)
