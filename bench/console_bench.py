@@ -20,11 +20,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from polyloop.types import ReplayPolicy, StopReason  # noqa: E402
-from polyloop.stores.sqlite import SqliteRunStore  # noqa: E402
-from tests.cli._kit import finished, started, tool_step, tool_step_records, write  # noqa: E402
-from tests.console._agents import ONE_REFUND  # noqa: E402
-from tests.console._kit import park, serve, signed_in  # noqa: E402
+from tests.cli._kit import finished, started, tool_step, tool_step_records, write
+from tests.console._agents import ONE_REFUND
+from tests.console._kit import park, serve, signed_in
+
+from polyloop.stores.sqlite import SqliteRunStore
+from polyloop.types import ReplayPolicy, StopReason
 
 
 async def fill(store: Path, runs: int, parked: int, ledger: Path) -> None:
@@ -55,7 +56,9 @@ def main() -> None:
         store = home / "runs.sqlite"
         began = time.perf_counter()
         asyncio.run(fill(store, options.runs, options.parked, Path(scratch) / "ledger"))
-        print(f"wrote {options.runs} + {options.parked} runs in {time.perf_counter() - began:.1f} s")
+        print(
+            f"wrote {options.runs} + {options.parked} runs in {time.perf_counter() - began:.1f} s"
+        )
         served = serve(home, store)
         try:
             with signed_in(served) as client:

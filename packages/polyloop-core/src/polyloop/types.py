@@ -26,12 +26,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
+from typing import Final
 
 from polyloop._frozen import fast_frozen_init
 from polyloop.errors import ConfigurationError
 
 __all__ = [
     "CURRENT_SCHEMA_VERSION",
+    "REQUESTS_USAGE_KEY",
+    "RETRIES_USAGE_KEY",
     "ActionOutcome",
     "ActionStatus",
     "Budget",
@@ -54,11 +57,42 @@ __all__ = [
     "StopReason",
     "SyntheticObservations",
     "TextBlock",
+    "model_call_counts",
 ]
 
 #: The one schema version this library writes and reads. Records that carry a version
 #: (``RunStarted``, ``StepRecord``, ``RunResult``) default to it when built in code.
 CURRENT_SCHEMA_VERSION = 1
+
+
+#: Keys of ``ModelReply.usage`` and ``ModelCallResult.failure_usage`` that PolyLoop's retrying
+#: client writes (design 0065): the HTTP requests one model call made, and how many of them were
+#: retries. A call recorded without them made one request and no retry.
+REQUESTS_USAGE_KEY: Final = "polyloop.requests"
+RETRIES_USAGE_KEY: Final = "polyloop.retries"
+
+
+def model_call_counts(result: ModelCallResult) -> tuple[int, int]:
+    """``(requests, retries)`` of one recorded model call: the retrying client's counts when it
+    wrote them (on the reply's usage, or the failure's), else one request and no retry."""
+    usage = result.reply.usage if result.reply is not None else result.failure_usage
+    if not usage:
+        return 1, 0
+    return usage.get(REQUESTS_USAGE_KEY, 1), usage.get(RETRIES_USAGE_KEY, 0)
+
+
+def _usage_copy(owner: str, name: str, usage: object) -> Mapping[str, int]:
+    if not isinstance(usage, Mapping):
+        raise ConfigurationError(
+            f"{owner}.{name} must be a mapping of str to int or None, got {type(usage).__name__}."
+        )
+    copy: dict[str, int] = {}
+    for key, count in usage.items():
+        if not isinstance(key, str):
+            raise ConfigurationError(f"{owner}.{name} keys must be str, got {key!r}.")
+        _require_count(owner, f"{name}[{key!r}]", count)
+        copy[key] = count
+    return MappingProxyType(copy)
 
 
 def _require_count(owner: str, field: str, value: object) -> None:
@@ -301,18 +335,7 @@ class ModelReply:
                 f"{self.finish_reason!r}; use None when the provider gave no reason."
             )
         if self.usage is not None:
-            if not isinstance(self.usage, Mapping):
-                raise ConfigurationError(
-                    f"ModelReply.usage must be a mapping of str to int or None, got "
-                    f"{type(self.usage).__name__}."
-                )
-            copy: dict[str, int] = {}
-            for key, count in self.usage.items():
-                if not isinstance(key, str):
-                    raise ConfigurationError(f"ModelReply.usage keys must be str, got {key!r}.")
-                _require_count("ModelReply", f"usage[{key!r}]", count)
-                copy[key] = count
-            object.__setattr__(self, "usage", MappingProxyType(copy))
+            object.__setattr__(self, "usage", _usage_copy("ModelReply", "usage", self.usage))
 
     def __reduce__(self) -> tuple[type[ModelReply], tuple[object, ...]]:
         # ``usage`` is a read-only view, which cannot be pickled or deep-copied.
@@ -674,13 +697,22 @@ class Intent:
 @fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class ModelCallResult:
-    """The settled result of a model call: exactly one of ``reply`` and ``failure`` is set."""
+    """The settled result of a model call: exactly one of ``reply`` and ``failure`` is set.
+
+    ``failure_usage`` (added after schema 1.0, design 0065) holds what a call that failed still
+    cost, taken from the raised error's ``usage`` mapping (a retrying client reports
+    ``polyloop.requests`` and ``polyloop.retries`` there); ``None`` when there is a reply (its
+    counts are ``reply.usage``) or the error reported nothing.
+    """
 
     run_id: str
     result_id: str
     reply: ModelReply | None
     #: ``"<ExceptionType>: <message>"`` when the call raised.
     failure: str | None
+    failure_usage: Mapping[str, int] | None = field(
+        default=None, metadata={"optional_on_read": True}
+    )
 
     def __post_init__(self) -> None:
         if (self.reply is None) == (self.failure is None):
@@ -691,6 +723,22 @@ class ModelCallResult:
             )
         if not self.result_id:
             raise ConfigurationError("ModelCallResult.result_id is empty.")
+        if self.failure_usage is not None:
+            if self.reply is not None:
+                raise ConfigurationError(
+                    "ModelCallResult.failure_usage is set on a call with a reply; a reply's "
+                    "counts belong in ModelReply.usage."
+                )
+            object.__setattr__(
+                self,
+                "failure_usage",
+                _usage_copy("ModelCallResult", "failure_usage", self.failure_usage),
+            )
+
+    def __reduce__(self) -> tuple[type[ModelCallResult], tuple[object, ...]]:
+        # ``failure_usage`` is a read-only view, which cannot be pickled or deep-copied.
+        usage = None if self.failure_usage is None else dict(self.failure_usage)
+        return (ModelCallResult, (self.run_id, self.result_id, self.reply, self.failure, usage))
 
 
 @fast_frozen_init
