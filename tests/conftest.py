@@ -35,6 +35,34 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     serial_group.mark_and_select(config, items)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    kinds.running(item)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    kinds.running(None)
+
+
+#: The API root of a running model server (scripts/model-test-server.sh; scripts/test.sh starts one).
+MODEL_URL_VARIABLE = "POLYLOOP_TEST_MODEL_URL"
+
+
+@pytest.fixture(scope="session")
+def model_server_url() -> str:
+    """The API root (``http://127.0.0.1:PORT/v1``) of the real model's OpenAI-compatible server
+    (Gemma 3 270M on llama-cpp-python, design 0066). Fails, never skips, when none is named."""
+    url = os.environ.get(MODEL_URL_VARIABLE, "").strip().rstrip("/")
+    assert url, (
+        f"{MODEL_URL_VARIABLE} is not set: this test needs the real model server. scripts/test.sh "
+        'starts one; to run the test alone: dir="$(bash scripts/model-test-server.sh start)" && '
+        f'export {MODEL_URL_VARIABLE}="$(cat "$dir/url")" (stop it with bash '
+        'scripts/model-test-server.sh stop "$dir"; the first start builds it, minutes).'
+    )
+    return url
+
+
 @pytest.fixture(autouse=True)
 def _no_xdist_identity_for_child_processes(monkeypatch: pytest.MonkeyPatch) -> None:
     """A pytest a test starts in a subprocess must not believe it is an xdist worker.

@@ -34,6 +34,7 @@ DISTRIBUTIONS = {
     "batch": "packages/polyloop-batch/src/polyloop/batch",
     "cli": "packages/polyloop-cli/src/polyloop_cli",
     "contract": "packages/polyloop-contract/src/polyloop_contract",
+    "console": "packages/polyloop-console/src/polyloop_console",
 }
 
 #: Folders (relative to tests/) of the tests that are about the repository, not one module.

@@ -24,6 +24,8 @@ _EXTRAS = {
     "polyloop.stores.postgres": "postgres",
     "polyloop.adapters.mcp": "mcp",
     "polyloop.adapters.otel": "otel",
+    "polyloop.adapters.openai_client": "openai",
+    "polyloop.adapters.litellm_client": "litellm",
     "polyloop.batch.ray": "ray",
 }
 _DISTRIBUTION_OF = (

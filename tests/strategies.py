@@ -8,6 +8,7 @@ texts are surrogate-free so that they survive UTF-8, and now and then very long.
 from __future__ import annotations
 
 import datetime
+from dataclasses import replace
 
 from hypothesis import strategies as st
 
@@ -170,17 +171,35 @@ start_times = st.none() | st.datetimes(timezones=st.just(datetime.UTC)).map(
     lambda moment: moment.isoformat(timespec="seconds")
 )
 
+_run_started_heads = (
+    st.builds(RunStarted, run_id=run_ids, parameter_snapshot=parameter_snapshots)
+    | st.builds(
+        # A follow-up run (design 0052): it names another run and holds the user's new input.
+        lambda ids, snapshot, queued: RunStarted(
+            ids[0], snapshot, follows_run_id=ids[1], queued_input=queued
+        ),
+        st.tuples(run_ids, result_ids).filter(lambda ids: ids[0] != ids[1]),
+        parameter_snapshots,
+        texts,
+    )
+    | st.builds(
+        # A fork (design 0067): its source run, the step its own agent started at, in doubt or not.
+        lambda ids, snapshot, at, doubt: RunStarted(
+            ids[0],
+            snapshot,
+            forked_from_run_id=ids[1],
+            forked_at_step=at + 1 if doubt else at,
+            fork_left_in_doubt=doubt,
+        ),
+        st.tuples(run_ids, result_ids).filter(lambda ids: ids[0] != ids[1]),
+        parameter_snapshots,
+        counts,
+        st.booleans(),
+    )
+)
+
 run_started_records = st.builds(
-    RunStarted, run_id=run_ids, parameter_snapshot=parameter_snapshots, started_at=start_times
-) | st.builds(
-    # A follow-up run (design 0052): it names another run and holds the user's new input.
-    lambda ids, snapshot, queued, started_at: RunStarted(
-        ids[0], snapshot, follows_run_id=ids[1], queued_input=queued, started_at=started_at
-    ),
-    st.tuples(run_ids, result_ids).filter(lambda ids: ids[0] != ids[1]),
-    parameter_snapshots,
-    texts,
-    start_times,
+    lambda head, started_at: replace(head, started_at=started_at), _run_started_heads, start_times
 )
 
 intents = st.builds(

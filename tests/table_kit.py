@@ -126,6 +126,10 @@ def step_fields(step: StepRecord) -> dict[str, Any]:
     return fields
 
 
+#: The fork columns of a run that is no fork (design 0067).
+NO_FORK: dict[str, Any] = {"forked_from_run_id": None, "forked_at_step": None, "inherited": False}
+
+
 def expected_rows(runs: Iterable[Any] = RUNS) -> list[dict[str, Any]]:
     """Every step of ``runs`` as a row with every column (``None`` for a binding a run lacks,
     and for a count a reply did not report)."""
@@ -144,6 +148,7 @@ def expected_rows(runs: Iterable[Any] = RUNS) -> list[dict[str, Any]]:
             replayed = step.step_completed.replayed_on_resume
             row["replayed_on_resume"] = None if replayed is None else replayed.value
             row["run_status"] = status.value
+            row.update(NO_FORK)
             for column in USAGE_COLUMNS:
                 row[column] = usage.get(column.removeprefix("usage."))
             rows.append(row)

@@ -28,6 +28,7 @@ from tests.batch._kit import (
     write_episodes,
 )
 from tests.cli._kit import (
+    Completed,
     assert_one_line_error,
     headline,
     pasted,
@@ -133,6 +134,7 @@ def test_a_failing_episode_is_reported_and_the_exit_status_says_so(
     assert {"ep-0000": "recorded", "ep-0001": "error", "ep-0002": "recorded"} == statuses
 
 
+@pytest.mark.server
 def test_a_postgresql_store_url_drives_the_batch_and_never_prints_its_password(
     tmp_path: Path, env: dict[str, str]
 ) -> None:
@@ -331,17 +333,27 @@ def test_a_second_ctrl_c_cancels_episodes_in_flight_and_records_them_cancelled(
 ) -> None:
     """SIGINT twice: in-flight episodes are cancelled, their runs finish as `cancelled` (final:
     a rerun counts them, it does not drive them again), their executors are closed; exit 130."""
-    opens = tmp_path / "opens"
-    rows = episodes_of(6, steps=2, model_sleep=30, opens=str(opens))
+    opens, calls = tmp_path / "opens", tmp_path / "calls"
+    rows = episodes_of(6, steps=2, model_sleep=30, opens=str(opens), calls=str(calls))
     episodes = write_episodes(tmp_path / "eps.jsonl", rows)
     store_path = tmp_path / "runs.sqlite"
     args = batch_args(episodes, store_path, concurrency=2)
     process = start_batch(args, env, tmp_path)
-    _wait_for(lambda: len(read_lines(str(opens))) >= 2, "two episodes in flight")
+    # Two runs started, each in its model call; the second SIGINT only once the first is
+    # handled (two signals close together may arrive as one).
+    _wait_for(
+        lambda: len({line["run_id"] for line in read_lines(str(calls))}) >= 2,
+        "two episodes in flight",
+    )
     process.send_signal(signal.SIGINT)
-    time.sleep(0.3)
+    assert process.stderr is not None
+    seen = [process.stderr.readline()]
+    while "stopping: no new episodes" not in seen[-1]:
+        assert seen[-1], "".join(seen)
+        seen.append(process.stderr.readline())
     process.send_signal(signal.SIGINT)
-    first = finish(process, timeout=60)
+    rest = finish(process, timeout=60)
+    first = Completed(rest.code, rest.stdout, "".join(seen) + rest.stderr)
     assert 130 == first.code, first.stderr
     cancelled = {
         run_id

@@ -46,9 +46,14 @@ def _episodes(tmp_path: Path, count: int, **data: Any) -> list[Episode]:
 
 
 async def _pass(
-    store: RunStore, episodes: list[Episode], concurrency: int = 3, **options: Any
+    store: RunStore,
+    episodes: list[Episode],
+    concurrency: int = 3,
+    reports: dict[str, EpisodeReport] | None = None,
+    **options: Any,
 ) -> tuple[Any, dict[str, EpisodeReport]]:
-    reports: dict[str, EpisodeReport] = {}
+    """One pass; each report lands in ``reports`` (a new dict if not given) as it is made."""
+    reports = {} if reports is None else reports
 
     def keep(report: EpisodeReport, tally: BatchTally) -> None:
         assert report.run_id not in reports, "an episode was reported twice in one pass"
@@ -230,15 +235,29 @@ async def test_executors_are_closed_on_every_path(store: RunStore, tmp_path: Pat
     refused = [Episode("ep-0", {**refused[0].data, "variant": "b"})]
     episodes = [
         *refused,
-        Episode("slow", {"run_id": "slow", "opens": str(tmp_path / "opens"), "model_sleep": 30}),
+        Episode(
+            "slow",
+            {
+                "run_id": "slow",
+                "opens": str(tmp_path / "opens"),
+                "calls": str(tmp_path / "calls"),
+                "model_sleep": 30,
+            },
+        ),
     ]
-    control = BatchControl()
-    task = asyncio.ensure_future(_pass(store, episodes, concurrency=2, control=control))
-    await _until(lambda: "slow" in {line["run_id"] for line in read_lines(str(tmp_path / "opens"))})
-    await asyncio.sleep(0.1)
+    control, reports = BatchControl(), dict[str, EpisodeReport]()
+    task = asyncio.ensure_future(_pass(store, episodes, 2, reports, control=control))
+    # Interrupted once the refused episode is reported and the slow one is in its model call
+    # (its run started), whatever the machine's speed.
+    await _until(
+        lambda: (
+            "ep-0" in reports
+            and "slow" in {line["run_id"] for line in read_lines(str(tmp_path / "calls"))}
+        )
+    )
     control.interrupt()
     control.interrupt()
-    summary, reports = await task
+    summary, _ = await task
     assert ("error", "cancelled") == (reports["ep-0"].status.value, reports["slow"].status.value)
     assert (True, True) == (summary.interrupted, summary.cancelled)
     how = _closed_every_opened(tmp_path / "opens")

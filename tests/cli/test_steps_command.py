@@ -95,13 +95,17 @@ def _pandas(path: Path, fmt: str) -> list[dict[str, Any]]:
 def _polars(path: Path, fmt: str) -> list[dict[str, Any]]:
     if fmt == "parquet":
         frame = polars.read_parquet(path)
-    elif fmt == "jsonl":
-        frame = polars.read_ndjson(path)
     else:
         kinds = {"int": polars.Int64, "str": polars.String, "bool": polars.Boolean}
-        frame = polars.read_csv(
-            path, schema={column: kinds[column_type(column).kind] for column in COLUMNS}
-        )
+        schema = {column: kinds[column_type(column).kind] for column in COLUMNS}
+        if fmt == "jsonl":
+            # polars infers a JSON lines schema without keeping the keys' order once there are
+            # this many columns, so the order is checked on the lines themselves.
+            with path.open(encoding="utf-8") as lines:
+                assert all(list(COLUMNS) == list(json.loads(line)) for line in lines)
+            frame = polars.read_ndjson(path, schema=schema)
+        else:
+            frame = polars.read_csv(path, schema=schema)
     assert list(COLUMNS) == frame.columns
     return frame.to_dicts()
 

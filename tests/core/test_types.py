@@ -122,6 +122,10 @@ EXPECTED_FIELDS: dict[type[Any], list[tuple[str, object, object]]] = {
         # added after schema 1.0, defaulted and optional on read (design 0052)
         ("follows_run_id", str | None, None),
         ("queued_input", str | None, None),
+        # added after schema 1.0, defaulted and optional on read (design 0067)
+        ("forked_from_run_id", str | None, None),
+        ("forked_at_step", int | None, None),
+        ("fork_left_in_doubt", bool, False),
         # added after them, defaulted and optional on read (design 0061)
         ("started_at", str | None, None),
     ],
@@ -137,6 +141,8 @@ EXPECTED_FIELDS: dict[type[Any], list[tuple[str, object, object]]] = {
         ("result_id", str, _NO_DEFAULT),
         ("reply", ModelReply | None, _NO_DEFAULT),
         ("failure", str | None, _NO_DEFAULT),
+        # added after schema 1.0, defaulted and optional on read (design 0065)
+        ("failure_usage", Mapping[str, int] | None, None),
     ],
     StepCompleted: [
         ("run_id", str, _NO_DEFAULT),
@@ -206,6 +212,9 @@ SEED_NAMES = {
 #: Names added after the seed, each with its design record.
 ADDED_NAMES = {
     "CallNotExecuted",  # design 0045
+    "REQUESTS_USAGE_KEY",  # design 0065
+    "RETRIES_USAGE_KEY",  # design 0065
+    "model_call_counts",  # design 0065
 }
 
 

@@ -24,6 +24,7 @@ import pytest
 from psycopg import sql
 
 from polyloop.stores.postgres import PostgresRunStore
+from tests import kinds
 
 URL_VARIABLE = "POLYLOOP_TEST_POSTGRES_URL"
 PREFIX_VARIABLE = "POLYLOOP_TEST_POSTGRES_PREFIX"
@@ -61,6 +62,7 @@ def claim_session_prefix() -> str:
 
 def server_url() -> str:
     """The shared server's URL; fails the test (or the child process) when there is none."""
+    kinds.require_server_marker("PostgreSQL")
     url = os.environ.get(URL_VARIABLE)
     if not url:
         if os.environ.get("PYTEST_CURRENT_TEST") is not None:
@@ -107,7 +109,7 @@ def drop_schemas(names: set[str] | list[str], url: str | None = None) -> None:
 def drop_used_schemas() -> None:
     """Drop the schemas this process used in the test that just ended."""
     if USED_SCHEMAS and os.environ.get(URL_VARIABLE):
-        drop_schemas(USED_SCHEMAS)
+        drop_schemas(USED_SCHEMAS, os.environ[URL_VARIABLE])
     USED_SCHEMAS.clear()
 
 
@@ -116,14 +118,16 @@ def sweep_session_schemas() -> None:
     if not os.environ.get(URL_VARIABLE) or PREFIX_VARIABLE not in os.environ:
         return
     pattern = session_prefix().replace("_", r"\_") + r"\_%"
-    with admin() as connection:
+    # The clean-up after the session's last test, whatever that test was: named explicitly.
+    url = os.environ[URL_VARIABLE]
+    with admin(url) as connection:
         names = [
             name
             for (name,) in connection.execute(
                 "SELECT nspname FROM pg_namespace WHERE nspname LIKE %s", (pattern,)
             )
         ]
-    drop_schemas(names)
+    drop_schemas(names, url)
 
 
 def wait_until_sessions_end(process_id: int, timeout: float = 10.0) -> None:

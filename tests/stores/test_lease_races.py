@@ -39,6 +39,7 @@ from polyloop.types import StopReason
 from tests.loop_kit import Crash, CrashingStore
 from tests.stores import _agent
 from tests.stores._helpers import DURABLE_KINDS, FILE_KINDS, close_store, open_store
+from tests.stores._postgres import wait_until_sessions_end
 from tests.stores._procs import child
 
 pytestmark = [pytest.mark.crash, pytest.mark.race]
@@ -289,6 +290,10 @@ async def test_a_killed_holder_frees_the_run_at_once_for_a_resume_in_another_pro
 
         os.kill(holder_pid, signal.SIGKILL)
         holder.wait(timeout=30)
+        if kind == "postgres":
+            # The server frees the lease when it ends the dead process's session, which it does
+            # once it has read the closed socket: waited for, as a resumer's acquire does.
+            wait_until_sessions_end(holder_pid)
         if left_behind is not None:
             assert _alive(left_behind), "the child the tool left behind should still run"
             # The trap was set: a plain fork inherits the lease file's descriptor (and would

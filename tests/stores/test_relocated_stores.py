@@ -169,6 +169,7 @@ def _restore_elsewhere(schema: str, database: str, target: str) -> None:
         )
 
 
+@pytest.mark.server
 async def test_a_schema_restored_into_another_database_resumes_its_runs() -> None:
     """pg_dump of the store's schema, restored into another database and renamed there:
     the run resumes from the restored copy."""
@@ -195,6 +196,7 @@ async def test_a_schema_restored_into_another_database_resumes_its_runs() -> Non
             )
 
 
+@pytest.mark.server
 async def test_a_postgres_run_recorded_before_0040_resumes_in_another_schema() -> None:
     """A RunStarted whose snapshot names another database and schema (as the store recorded
     before design 0040) resumes in this one."""

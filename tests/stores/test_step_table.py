@@ -41,7 +41,7 @@ from polyloop.types import (
 )
 from tests import strategies
 from tests.stores._helpers import Opened
-from tests.table_kit import KEY_COLUMNS, RUNS, expected_rows, fill, step_fields
+from tests.table_kit import KEY_COLUMNS, NO_FORK, RUNS, expected_rows, fill, step_fields
 
 
 def _full(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -86,10 +86,13 @@ def test_the_columns_and_their_types() -> None:
         "stop_reason",
         "model_binding.seed",
         "model_binding.task",
-        # Added after the binding keys (design 0061): earlier columns keep their positions.
+        # Added after the binding keys (designs 0061, 0067): earlier columns keep their positions.
         "finish_reason",
         "replayed_on_resume",
         "run_status",
+        "forked_from_run_id",
+        "forked_at_step",
+        "inherited",
         "usage.a.b",
         "usage.total_tokens",
     ) == columns
@@ -99,6 +102,9 @@ def test_the_columns_and_their_types() -> None:
     assert ("bool", False) == kinds["parse_ok"]
     assert ("str", True) == kinds["tool_name"]
     assert ("str", True) == kinds["stop_reason"]
+    assert ("str", True) == kinds["forked_from_run_id"]
+    assert ("int", True) == kinds["forked_at_step"]
+    assert ("bool", False) == kinds["inherited"]
     assert ("str", True) == kinds["model_binding.task"]
     assert ("str", True) == kinds["finish_reason"]
     assert ("str", True) == kinds["replayed_on_resume"]
@@ -169,6 +175,7 @@ def test_any_log_gives_its_steps_as_rows(
             "finish_reason": None if reply is None else reply.finish_reason,
             "replayed_on_resume": None if mark is None else mark.value,
             "run_status": status,
+            **NO_FORK,
             **{
                 f"usage.{key}": count
                 for key, count in sorted(((reply and reply.usage) or {}).items())
@@ -226,3 +233,29 @@ async def test_a_store_that_cannot_list_is_told_to_name_the_runs() -> None:
 
     with pytest.raises(ConfigurationError, match=r"cannot list its runs.*name the runs"):
         [row async for row in StepTable(Unlisted())]  # type: ignore[arg-type]
+
+
+async def test_a_forks_rows_name_its_source_and_mark_the_inherited_steps(opened: Opened) -> None:
+    """A fork at step 2 (design 0067): every row carries the source and the step; steps 0-1
+    are inherited, the fork's own are not; the source's rows are no fork's."""
+    from polyloop.session import fork, run
+    from tests.loop_kit import make_definition, make_request, replies
+
+    script = replies("RUN: a", "RUN: b", "RUN: c", "FINAL: done")
+    await run(make_definition(script, opened.store), make_request("src"))
+    await fork(
+        make_definition(script, opened.store), make_request("f"), source_run_id="src", at_step=2
+    )
+    rows = [row async for row in StepTable(opened.reopen(), ["src", "f"])]
+    forked = [
+        (r["step_idx"], r["forked_from_run_id"], r["forked_at_step"], r["inherited"])
+        for r in rows
+        if r["run_id"] == "f"
+    ]
+    assert [
+        (0, "src", 2, True),
+        (1, "src", 2, True),
+        (2, "src", 2, False),
+        (3, "src", 2, False),
+    ] == forked
+    assert all(NO_FORK == {key: r[key] for key in NO_FORK} for r in rows if r["run_id"] == "src")

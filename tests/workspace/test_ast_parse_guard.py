@@ -5,6 +5,10 @@ three failing tests whose module leaves garbage behind that parses again when it
 so pytest's own traceback formatting meets the spurious ``SystemError``. Without the guard the
 run ends in ``INTERNALERROR`` on every interpreter that has the bug; with tests/conftest.py
 (which installs the guard) it reports the three failures, with their tracebacks.
+
+Debian's python3 has no pytest of its own (nor should it need one): its runs use an environment
+built from that interpreter once per session, holding the lock's pytest and hypothesis, installed
+by the pinned uv from its cache (the workspace's sync has just put them there; no network).
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import os
 import shutil
 import subprocess
 import sys
-import sysconfig
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -22,6 +26,9 @@ from tests.ast_parse_guard import MISMATCH
 
 ROOT = Path(__file__).resolve().parents[2]
 INTERPRETERS = (sys.executable, "/usr/bin/python3")
+#: What a pytest run with tests/conftest.py imports beyond the standard library.
+RUNNER = ("pytest", "hypothesis")
+EXPORT = ("--only-group", "dev", "--no-emit-workspace", "--directory")
 
 # Garbage that re-arms itself: each collection runs a finalizer that parses again at another
 # stack depth, as a second thread's parse would. The long list makes pytest's parse of this
@@ -81,15 +88,9 @@ except SystemError as error:
 """
 
 
-def _environment(python: str) -> dict[str, str]:
+def _environment() -> dict[str, str]:
     env = {key: value for key, value in os.environ.items() if not key.startswith("PYTEST")}
-    if Path(python).resolve() == Path(sys.executable).resolve():
-        env["PYTHONPATH"] = str(ROOT)
-    else:
-        # Debian's python3 with this suite's (pure-Python) pytest and hypothesis; only the
-        # plugins named on the command line, since the workspace's own are not on this path.
-        env["PYTHONPATH"] = os.pathsep.join([str(ROOT), sysconfig.get_paths()["purelib"]])
-        env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    env["PYTHONPATH"] = str(ROOT)
     return env
 
 
@@ -97,7 +98,7 @@ def _pytest(python: str, directory: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [python, "-m", "pytest", "-p", "no:cacheprovider", "-q", "test_failing.py"],
         cwd=directory,
-        env=_environment(python),
+        env=_environment(),
         capture_output=True,
         text=True,
         timeout=120,
@@ -105,18 +106,88 @@ def _pytest(python: str, directory: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+def _uv() -> str:
+    """The pinned uv: the one scripts/test.sh names, else the bootstrap's (installed on first use)."""
+    if os.environ.get("UV"):
+        return os.environ["UV"]
+    found = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "bootstrap_uv.py")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert found.returncode == 0, f"scripts/bootstrap_uv.py found no uv: {found.stderr}"
+    return found.stdout.strip()
+
+
+def _closure(names: tuple[str, ...]) -> set[str]:
+    """The lock's packages that ``names`` need (on Linux), themselves included."""
+    lock = tomllib.loads((ROOT / "uv.lock").read_text(encoding="utf-8"))
+    needs = {
+        package["name"]: [
+            dependency["name"]
+            for dependency in package.get("dependencies", [])
+            if "win32" not in dependency.get("marker", "")
+        ]
+        for package in lock["package"]
+    }
+    wanted: set[str] = set()
+    todo = list(names)
+    while todo:
+        name = todo.pop()
+        if name not in wanted:
+            wanted.add(name)
+            todo.extend(needs[name])
+    return wanted
+
+
+def _pylock_of(names: set[str], pylock: str) -> str:
+    """``pylock`` (uv's export of the lock) with only the packages named."""
+    head, *entries = pylock.split("[[packages]]\n")
+    kept = [entry for entry in entries if entry.split("\n", 1)[0].split('"')[1] in names]
+    assert {entry.split("\n", 1)[0].split('"')[1] for entry in kept} == names, "uv's export changed"
+    return head + "".join("[[packages]]\n" + entry for entry in kept)
+
+
+@pytest.fixture(scope="session")
+def debian_python(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """An environment of /usr/bin/python3 holding the lock's pytest and hypothesis: its python."""
+    found = shutil.which("/usr/bin/python3")
+    assert found is not None, "/usr/bin/python3 is needed (Debian 12: apt-get install python3)"
+    uv, where = _uv(), tmp_path_factory.mktemp("debian-python")
+    exported = subprocess.run(
+        [uv, "export", "--frozen", "--quiet", "--format", "pylock.toml", *EXPORT, str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert exported.returncode == 0, exported.stderr
+    (where / "pylock.toml").write_text(_pylock_of(_closure(RUNNER), exported.stdout))
+    env, pylock = str(where / "env"), str(where / "pylock.toml")
+    for command in (
+        [uv, "venv", "--quiet", "--python", found, env],
+        # --offline: the workspace's sync has put these wheels in uv's cache.
+        [uv, "pip", "install", "--quiet", "--offline", "--python", env, "-r", pylock],
+    ):
+        done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+        assert done.returncode == 0, f"{command}: {done.stderr}"
+    return str(Path(env, "bin", "python"))
+
+
+@pytest.fixture(params=INTERPRETERS)
+def python(request: pytest.FixtureRequest) -> str:
+    if request.param == sys.executable:
+        return sys.executable
+    return str(request.getfixturevalue("debian_python"))
+
+
 def _has_the_bug(python: str) -> bool:
     done = subprocess.run(
         [python, "-I", "-c", BUGGY_PARSE], capture_output=True, text=True, timeout=60, check=True
     )
     return done.stdout.startswith(MISMATCH)
-
-
-@pytest.fixture(params=INTERPRETERS)
-def python(request: pytest.FixtureRequest) -> str:
-    found = shutil.which(str(request.param))
-    assert found is not None, f"{request.param} is needed (Debian 12: apt-get install python3)"
-    return found
 
 
 def test_this_suites_python_has_the_bug_or_is_not_3_11() -> None:

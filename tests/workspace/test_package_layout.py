@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 FIVE_MODULES = "['ports', 'serialization', 'session', 'tools', 'types']"
 DISTRIBUTIONS = ("polyloop-core", "polyloop-stores", "polyloop-adapters", "polyloop-contract")
 #: Every distribution of the workspace, the command's included.
-PUBLISHED = (*DISTRIBUTIONS, "polyloop-cli", "polyloop-batch")
+PUBLISHED = (*DISTRIBUTIONS, "polyloop-cli", "polyloop-batch", "polyloop-console")
 #: What an index page cannot show: links into the repository, which no wheel carries.
 REPOSITORY_LINK = re.compile(
     r"\]\((?!https?://|#)|\.\./\.\./|(?<![\w-])(?:research-wiki|examples|bench)/"

@@ -205,6 +205,20 @@ PUBLIC_NAMES: dict[str, tuple[str, ...]] = {
         "GatewayStatusError",
         "GatewayTimeoutError",
     ),
+    # design 0064 (issue 37)
+    "polyloop.adapters.openai_client": ("OpenAIModelClient",),
+    "polyloop.adapters.litellm_client": ("LiteLLMModelClient",),
+    # design 0065 (issue 37)
+    "polyloop.adapters.retry": (
+        "ModelCallRetriesError",
+        "Pacer",
+        "Permit",
+        "RateLimiter",
+        "RetryPolicy",
+        "RetryingModelClient",
+        "is_transient",
+        "retry_after_of",
+    ),
     "polyloop.adapters.mcp": (
         "ALL_TOOLS",
         "AllTools",

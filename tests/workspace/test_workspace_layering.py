@@ -115,7 +115,7 @@ def _module_name(path: Path, src: Path) -> str:
 
 
 def test_every_distribution_is_read() -> None:
-    """The contract is derived from all six distributions of the workspace."""
+    """The contract is derived from all seven distributions of the workspace."""
     names = {distribution.name for distribution in workspace_distributions()}
     assert {
         "polyloop-core",
@@ -124,6 +124,7 @@ def test_every_distribution_is_read() -> None:
         "polyloop-contract",
         "polyloop-cli",
         "polyloop-batch",
+        "polyloop-console",
     } == names
 
 

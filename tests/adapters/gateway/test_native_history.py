@@ -54,7 +54,7 @@ async def test_the_call_and_its_result_go_back_natively_with_one_id(
         {"role": "user", "content": "Find the milk note."},
         {
             "role": "assistant",
-            "content": None,
+            "content": "",
             "tool_calls": [
                 {
                     "id": "call00000",
@@ -85,6 +85,21 @@ async def test_calls_not_executed_are_named_in_the_tool_result(
     assert ("Searching twice.", 1) == (assistant["content"], len(assistant["tool_calls"]))
     assert tool["content"].startswith("Result: found milk\n\nOnly the first tool call")
     assert '- search {"q":"eggs"}\n' in tool["content"]
+
+
+def test_a_call_without_text_goes_with_empty_content_never_null() -> None:
+    """The assistant's call is sent with `"content": ""` when no text precedes it: OpenAI allows
+    null beside `tool_calls`, but llama-cpp-python's server answers it with HTTP 500 ("Input
+    should be a valid string"), and "" is accepted everywhere (design 0066). Text before the
+    call is kept as the content."""
+    call = '<tool_call>\n{"name": "search", "arguments": {"q": "milk"}}\n</tool_call>'
+    messages = (
+        Message(Role.ASSISTANT, (TextBlock(call),), "call00000"),
+        Message(Role.TOOL, (TextBlock("found"),), "call00000"),
+        Message(Role.ASSISTANT, (TextBlock("Looking.\n" + call),), "call00001"),
+    )
+    bare, _, with_text = _messages_to_wire(messages)
+    assert ("", "Looking.") == (bare["content"], with_text["content"])
 
 
 def test_a_tool_result_whose_call_cannot_go_natively_is_sent_as_a_user_message() -> None:

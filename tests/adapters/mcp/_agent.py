@@ -13,12 +13,19 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import time
 from pathlib import Path
 
 from polyloop.adapters.mcp import McpServer, McpToolBinder
 from polyloop.ports import Action, ToolCall
 
 HERE = Path(__file__).resolve().parent
+
+
+def _wait_until_blocked(ledger: Path) -> None:
+    """The server writes `block` to the ledger once the request is with it."""
+    while "block" not in ledger.read_text(encoding="utf-8").split():
+        time.sleep(0.02)
 
 
 async def main(mode: str, target: str, tag: str, ready: str) -> None:
@@ -40,7 +47,7 @@ async def main(mode: str, target: str, tag: str, ready: str) -> None:
             toolset.executor().execute(Action(tool, ToolCall(tool, arguments)))
         )
         if mode != "git":
-            await asyncio.sleep(1.0)  # the request is with the server, which now blocks
+            await asyncio.to_thread(_wait_until_blocked, Path(target))
             await asyncio.to_thread(Path(ready).write_text, "busy\n")
         await call
 

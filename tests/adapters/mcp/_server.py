@@ -100,7 +100,12 @@ if MODE != "empty":
 
     @server.tool()
     def block(seconds: float) -> str:
-        """Block the whole server (no stdin is read) for this long, like a synchronous query."""
+        """Block the whole server (no stdin is read) for this long, like a synchronous query.
+
+        The ledger's ``block`` line says the call has reached the server: a test waits for it,
+        not for time."""
+        if "POLYLOOP_TEST_LEDGER" in os.environ:
+            _ledger("block")
         time.sleep(seconds)
         return "unblocked"
 

@@ -112,7 +112,10 @@ async def test_closing_the_binder_stops_a_busy_stubborn_server_within_a_bound(
     call = asyncio.ensure_future(
         toolset.executor().execute(Action("block", ToolCall("block", {"seconds": 600})))
     )
-    await asyncio.sleep(1.0)
+    # The server writes `block` to the ledger once the request is with it.
+    while "block" not in ledger.read_text(encoding="utf-8").split():
+        assert not call.done(), call.result()
+        await asyncio.sleep(0.02)
     started = time.monotonic()
     await binder.aclose()
     elapsed = time.monotonic() - started

@@ -132,6 +132,7 @@ def gateway() -> Iterator[tuple[FakeGateway, str]]:
         yield served, root
 
 
+@pytest.mark.server
 async def test_no_secret_reaches_the_telemetry_even_with_content_on(
     gateway: tuple[FakeGateway, str], tmp_path: Path
 ) -> None:

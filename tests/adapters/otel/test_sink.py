@@ -533,7 +533,13 @@ async def test_an_invocation_that_parks_for_a_person_ends_without_an_error() -> 
     (first,) = telemetry.named("invoke_agent")
     assert StatusCode.UNSET == first.status.status_code
     assert _attrs(first)["polyloop.parked"] is True
-    await approve(store, "r-park", arguments_sha256=parked.ask.arguments_sha256, decided_by="ana")
+    await approve(
+        store,
+        "r-park",
+        step=parked.ask.step,
+        arguments_sha256=parked.ask.arguments_sha256,
+        decided_by="ana",
+    )
     done = await resume_or_park(
         make_definition(script, store, sink=telemetry.sink), request_, approval_policy=AboveLimit()
     )

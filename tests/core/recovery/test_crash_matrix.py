@@ -2,7 +2,8 @@
 
 The "crash" is a ``BaseException`` raised by a store wrapper right after the n-th write became
 durable in the memory store: exactly what a process death leaves behind in a store with prefix
-durability. Real SIGKILL tests of the durable stores live in tests/stores.
+durability. Nothing here races or waits: the matrix runs in the parallel part. The tests that
+kill real processes of the durable stores live in tests/stores.
 """
 
 from __future__ import annotations

@@ -116,6 +116,9 @@ OPTIONAL_ON_READ = frozenset(
         "calls_not_executed",
         "follows_run_id",
         "queued_input",
+        "forked_from_run_id",
+        "forked_at_step",
+        "fork_left_in_doubt",
         "started_at",
     }
 )

@@ -32,12 +32,22 @@ pytestmark = pytest.mark.server
 WRONG = f"wrong-{secrets.token_hex(8)}"
 
 
+#: The refused targets' names: known without a server, so that deselecting these tests
+#: (``-m "not server"``) needs none.
+TARGETS = (
+    "wrong password, URL",
+    "wrong password, key=value",
+    "closed port, URL",
+    "closed port, key=value",
+)
+
+
 def _targets() -> dict[str, tuple[str, str]]:
     """Refused targets: (connection text, what the message must say went wrong)."""
     parts = conninfo_to_dict(server_url())
     user, database = parts["user"], parts["dbname"]
     host, port = parts["host"], parts["port"]
-    return {
+    targets = {
         "wrong password, URL": (
             f"postgresql://{user}:{WRONG}@{host}:{port}/{database}",
             "password authentication failed",
@@ -55,6 +65,8 @@ def _targets() -> dict[str, tuple[str, str]]:
             "port 1 failed",
         ),
     }
+    assert tuple(targets) == TARGETS
+    return targets
 
 
 #: Every way into the store that connects: open, each read, a write, a lease, a whole run.
@@ -69,7 +81,7 @@ CALLS: dict[str, Callable[[PostgresRunStore], Awaitable[Any]]] = {
 }
 
 
-@pytest.mark.parametrize("target", list(_targets()))
+@pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("call", list(CALLS))
 async def test_a_refused_store_raises_an_error_that_carries_no_password(
     target: str, call: str

@@ -22,9 +22,11 @@ ROOT = Path(__file__).resolve().parents[3]
 SCRIPTS = ("preflight.sh", "sbin-path.sh", "postgres-test-cluster.sh", "test.sh")
 # What the scripts themselves call; none of the parts the preflight looks for.
 BASIC_TOOLS = (
-    "bash", "cat", "cut", "dirname", "env", "grep", "id", "ls", "sed", "sleep", "sort", "tail",
-    "timeout", "seq",
+    "bash", "cat", "chmod", "cut", "dirname", "env", "grep", "id", "ldd", "ls", "mktemp", "rm",
+    "sed", "sleep", "sort", "tail", "tar", "timeout", "tr", "seq",
 )  # fmt: skip
+#: Debian's, as the scripts find it on a fresh machine (the throwaway cluster's port and password).
+SYSTEM_PYTHON = "/usr/bin/python3"
 
 
 @pytest.fixture
@@ -41,6 +43,7 @@ def tree() -> Iterator[Path]:
             found = shutil.which(tool)
             assert found is not None, f"{tool} is needed to run this test"
             (bin_dir / tool).symlink_to(found)
+        (bin_dir / "python3").symlink_to(SYSTEM_PYTHON)
         for path in [base, *base.rglob("*")]:
             if not path.is_symlink():
                 path.chmod(0o755)
@@ -57,7 +60,9 @@ def stand_in(tree: Path, name: str, body: str = "exit 0") -> None:
 
 def run_rootless(tree: Path, *command: str) -> subprocess.CompletedProcess[str]:
     """``command`` in ``tree`` as a user who is not root, with PATH=tree/bin only."""
-    as_user = ["runuser", "-u", "nobody", "--"] if os.geteuid() == 0 else []
+    # runuser is in /usr/sbin, which PATH may lack (`env -i PATH=/usr/bin:/bin`).
+    runuser = shutil.which("runuser") or "/usr/sbin/runuser"
+    as_user = [runuser, "-u", "nobody", "--"] if os.geteuid() == 0 else []
     return subprocess.run(
         [*as_user, "/usr/bin/env", "-i", f"PATH={tree / 'bin'}", "HOME=/nonexistent", *command],
         cwd=tree,
@@ -175,3 +180,95 @@ def test_an_engine_that_refuses_this_user_is_named_with_the_group_to_join(tree: 
         f"preflight: missing access to the running Docker Engine (its socket refuses {user})"
         f" -- run: sudo usermod -aG docker {user}, then log in again"
     ]
+
+
+def _all_present(tree: Path) -> None:
+    """Stand-ins that work for bubblewrap, git and Docker (an engine that runs containers)."""
+    for name in ("bwrap", "git", "dockerd"):
+        stand_in(tree, name)
+    stand_in(tree, "docker", 'if [ "$1" = import ]; then cat >/dev/null; fi; echo 27.5.1')
+
+
+def _not_working(done: subprocess.CompletedProcess[str]) -> list[str]:
+    return [line for line in done.stderr.splitlines() if line.startswith("preflight: not working")]
+
+
+def test_a_bwrap_that_cannot_create_a_sandbox_stops_the_run_naming_it_and_the_fix(
+    tree: Path,
+) -> None:
+    """Present is not enough: a bwrap refused user namespaces (Ubuntu 24.04's AppArmor rule, a
+    container without them) is named with the fix before any test runs."""
+    _all_present(tree)
+    stand_in(tree, "bwrap", 'echo "bwrap: setting up uid map: Permission denied" >&2; exit 1')
+
+    done = run_rootless(tree, "bash", "scripts/test.sh")
+
+    assert done.returncode != 0
+    [line] = _not_working(done)
+    assert line.startswith(
+        "preflight: not working: bubblewrap cannot create a sandbox:"
+        " bwrap: setting up uid map: Permission denied -- fix: "
+    ), line
+    assert "userns" in line.split(" -- fix: ")[1] or "namespaces" in line
+    assert not [line for line in done.stderr.splitlines() if "preflight: missing" in line]
+    assert "test.sh: stopped before any test ran" in done.stderr.splitlines()
+    assert (done.stdout, "bootstrap-uv" in done.stderr) == ("", False)
+
+
+def test_an_engine_that_answers_but_runs_no_container_is_named(tree: Path) -> None:
+    _all_present(tree)
+    stand_in(
+        tree,
+        "docker",
+        'case "$1" in\n'
+        "  version) echo 27.5.1 ;;\n"
+        "  image) exit 1 ;;\n"
+        "  import) cat >/dev/null; echo sha256:0 ;;\n"
+        '  run) echo "docker: Error response from daemon: failed to create task" >&2; exit 125 ;;\n'
+        "esac",
+    )
+
+    done = run_rootless(tree, "bash", "scripts/preflight.sh", "check")
+
+    assert done.returncode == 1
+    [line] = _not_working(done)
+    assert line.startswith(
+        "preflight: not working: Docker Engine answers but cannot run a container:"
+        " docker: Error response from daemon: failed to create task -- fix: "
+    ), line
+
+
+def test_a_chromium_that_renders_nothing_is_named(tree: Path) -> None:
+    _all_present(tree)
+    stand_in(
+        tree,
+        "chromium",
+        'echo "chromium: error while loading shared libraries: libnss3.so" >&2; exit 127',
+    )
+
+    done = run_rootless(tree, "bash", "scripts/preflight.sh", "check")
+
+    assert done.returncode == 1
+    [line] = _not_working(done)
+    assert line.startswith(
+        "preflight: not working: chromium does not render a page (headless --dump-dom):"
+        " chromium: error while loading shared libraries: libnss3.so -- fix: "
+    ), line
+
+
+def test_a_part_that_works_is_tried_not_just_found(tree: Path) -> None:
+    """Every part is used once: the stand-ins log their calls (Docker runs its container),
+    and this machine's PostgreSQL binaries and chromium do their real work."""
+    _all_present(tree)
+    log = tree / "calls"
+    log.touch(mode=0o666)
+    log.chmod(0o666)
+    for name in ("bwrap", "docker"):
+        body = (tree / "bin" / name).read_text().split("\n", 1)[1]
+        stand_in(tree, name, f'echo "{name} $1" >>{log}\n{body}')
+
+    done = run_rootless(tree, "bash", "scripts/preflight.sh", "check")
+
+    assert (done.returncode, _not_working(done)) == (0, []), done.stderr
+    calls = log.read_text().splitlines()
+    assert {"bwrap --unshare-all", "docker run"} <= set(calls), calls

@@ -409,6 +409,13 @@ def _print_summary(
         f"({summary.steps_per_second:.1f} steps/s)."
     )
     print_line(f"  {by_status}")
+    usage = summary.model_usage
+    if usage.calls:
+        tokens = f", {usage.tokens:,} tokens" if usage.tokens else ""
+        print_line(
+            f"  model: {usage.calls} calls, {usage.requests} requests "
+            f"({usage.retries} retries){tokens}"
+        )
     if summary.by_stop_reason:
         reasons = "  ".join(
             f"{reason} {count}" for reason, count in sorted(summary.by_stop_reason.items())

@@ -26,7 +26,13 @@ from polyloop.recovery import (
     validate_log,
 )
 from polyloop.serialization import to_dict
-from polyloop.types import ActionStatus, Intent, StepRecord
+from polyloop.types import (
+    REQUESTS_USAGE_KEY,
+    ActionStatus,
+    Intent,
+    StepRecord,
+    model_call_counts,
+)
 from polyloop_cli.asks import ask_json, decision_json
 
 __all__ = [
@@ -36,6 +42,7 @@ __all__ = [
     "corruption",
     "holder_json",
     "model_calls_json",
+    "model_requests_json",
     "model_usage_fields",
     "plan_report",
     "run_summary",
@@ -303,14 +310,30 @@ def model_calls_json(log: RunLog) -> list[dict[str, Any]]:
     ]
 
 
+def model_requests_json(log: RunLog) -> dict[str, int]:
+    """The run's model calls, the requests they made and how many were retries (design 0065:
+    a retrying client records its counts; a call without them made one request)."""
+    calls = requests = retries = 0
+    for result in log.model_results:
+        made, retried = model_call_counts(result)
+        calls, requests, retries = calls + 1, requests + made, retries + retried
+    return {"calls": calls, "requests": requests, "retries": retries}
+
+
 def model_usage_fields(log: RunLog) -> list[tuple[str, str]]:
     """``show``'s header lines for the replies: the finish reasons seen (with counts) and the
-    token usage summed over the run, each only when some reply reported it."""
+    token usage summed over the run, each only when some reply reported it; the requests and
+    retries when a retrying client counted them."""
     replies = [result.reply for result in log.model_results if result.reply is not None]
     reasons = Counter(reply.finish_reason for reply in replies if reply.finish_reason)
     totals: Counter[str] = Counter()
-    for reply in replies:
-        totals.update(reply.usage or {})
+    counted = False
+    for result in log.model_results:
+        usage = result.reply.usage if result.reply is not None else result.failure_usage
+        counted = counted or REQUESTS_USAGE_KEY in (usage or {})
+        totals.update(
+            {key: count for key, count in (usage or {}).items() if not key.startswith("polyloop.")}
+        )
     fields: list[tuple[str, str]] = []
     if reasons:
         fields.append(
@@ -318,4 +341,12 @@ def model_usage_fields(log: RunLog) -> list[tuple[str, str]]:
         )
     if totals:
         fields.append(("token usage", " ".join(f"{k}={v}" for k, v in sorted(totals.items()))))
+    if counted:
+        made = model_requests_json(log)
+        fields.append(
+            (
+                "model requests",
+                f"{made['requests']} for {made['calls']} calls ({made['retries']} retries)",
+            )
+        )
     return fields

@@ -31,7 +31,9 @@ SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Inspect runs", ("runs", "show", "plan", "verify", "view")),
     ("Export tables", ("export", "steps")),
     ("Decide what a parked run waits for", ("pending", "approve", "reject", "edit", "answer")),
-    ("Drive runs with your agent", ("resume", "batch")),
+    ("Drive runs with your agent", ("resume", "batch", "fork", "replay")),
+    # Added by polyloop-console (the polyloop.commands entry points), or a stub saying so.
+    ("Operator console", ("serve", "worker")),
 )
 
 
@@ -78,9 +80,11 @@ def _register() -> None:
     from polyloop_cli.demo import demo
     from polyloop_cli.edit import edit
     from polyloop_cli.export import export
+    from polyloop_cli.fork import fork_command
     from polyloop_cli.pending import pending
     from polyloop_cli.plan import plan
     from polyloop_cli.reject import reject
+    from polyloop_cli.replay import replay
     from polyloop_cli.resume import resume
     from polyloop_cli.runs import runs
     from polyloop_cli.show import show
@@ -104,9 +108,12 @@ def _register() -> None:
         edit,
         answer,
         resume,
+        replay,
+        fork_command,
     ):
         cli.add_command(command)
         _require_given(command)
+    _register_installed()
 
 
 def _require_given(command: click.Command) -> None:
@@ -128,6 +135,48 @@ def _require_given(command: click.Command) -> None:
         return callback(*arguments, **values)
 
     command.callback = checked
+
+
+#: Commands another distribution adds (``polyloop serve`` and ``worker`` come with
+#: polyloop-console); the CLI finds them by this entry-point group and never imports them by
+#: name, so it stays light without them.
+COMMANDS_GROUP = "polyloop.commands"
+#: Where each command of :data:`COMMANDS_GROUP` the CLI knows of comes from.
+ADDED_COMMANDS = {"serve": "polyloop-console", "worker": "polyloop-console"}
+
+
+def _register_installed() -> None:
+    from importlib.metadata import entry_points
+
+    for entry in entry_points(group=COMMANDS_GROUP):
+        if entry.name in cli.commands:
+            continue
+        try:
+            loaded = entry.load()
+        except Exception:
+            continue  # a broken plug-in must not take the other commands down; its stub says so
+        if isinstance(loaded, click.Command):
+            cli.add_command(loaded, entry.name)
+            _require_given(loaded)
+    for name, distribution in ADDED_COMMANDS.items():
+        if name not in cli.commands:
+            cli.add_command(_missing(name, distribution))
+
+
+def _missing(name: str, distribution: str) -> click.Command:
+    def refuse() -> None:
+        raise CliError(
+            ExitCode.USAGE,
+            f"`polyloop {name}` comes with the {distribution} distribution, which is not "
+            f"installed; `pip install {distribution}` (or `uv add {distribution}`) adds it.",
+        )
+
+    return click.Command(
+        name,
+        callback=refuse,
+        help=f"(not installed: `pip install {distribution}` adds it)",
+        context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+    )
 
 
 _register()

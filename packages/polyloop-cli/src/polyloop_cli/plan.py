@@ -15,6 +15,7 @@ from polyloop_cli.command_kit import (
     store_option,
 )
 from polyloop_cli.inspection import holder_json, plan_report
+from polyloop_cli.lineage import refuse_incomplete_fork
 from polyloop_cli.render import Output
 
 __all__ = ["plan"]
@@ -30,6 +31,7 @@ def plan(run_id: str, store: str | None, as_json: bool) -> None:
     choice = store_choice(store)
     log, holder = run_coroutine(existing_log_and_holder(choice, run_id))
     refuse_corrupt(choice, log, run_id, "resume would refuse")
+    refuse_incomplete_fork(log, run_id, "resume would refuse")
     report = plan_report(log)
     refused_now = holder is not None and log.finished is None
     ask = pending_ask(log)

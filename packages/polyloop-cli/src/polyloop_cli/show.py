@@ -33,6 +33,7 @@ from polyloop_cli.inspection import (
     asks_json,
     full_step,
     model_calls_json,
+    model_requests_json,
     model_usage_fields,
     run_summary,
     run_totals,
@@ -40,6 +41,7 @@ from polyloop_cli.inspection import (
     step_row,
 )
 from polyloop_cli.invocation import command_lines, suggest
+from polyloop_cli.lineage import fork_fields, fork_json
 from polyloop_cli.render import GAP, Column, Fit, Output, status_text
 from polyloop_cli.stores import damaged_message, open_store, read_run, salvage
 
@@ -205,12 +207,14 @@ def show(
             else log.finished.result.event_delivery_failures,
             "steps": [full_step(step) if full else step_row(step, width=10_000) for step in steps],
             "model_calls": model_calls_json(log),
+            "model_requests": model_requests_json(log),
             "pending": pending,
             "totals": totals,
             "queued_input": None if log.started is None else log.started.queued_input,
             "pending_ask": None if ask is None else ask_json(ask),
             "asks": asks_json(log),
             "conversation": [*shown.earlier_turns, run_id],
+            "fork": fork_json(log),
         }
         if shown.damage is not None:
             document["unreadable_records"] = list(shown.unreadable)
@@ -280,6 +284,7 @@ def _show_text(
             )
         )
         header.append(("user input", log.started.queued_input))
+    header += fork_fields(log)
     if log.finished is not None and log.finished.result.final_answer is not None:
         header.append(("final answer", log.finished.result.final_answer))
     usage = model_usage_fields(log)

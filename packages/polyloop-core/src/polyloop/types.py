@@ -26,12 +26,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
+from typing import Final
 
 from polyloop._frozen import fast_frozen_init
 from polyloop.errors import ConfigurationError
 
 __all__ = [
     "CURRENT_SCHEMA_VERSION",
+    "REQUESTS_USAGE_KEY",
+    "RETRIES_USAGE_KEY",
     "ActionOutcome",
     "ActionStatus",
     "Budget",
@@ -54,11 +57,42 @@ __all__ = [
     "StopReason",
     "SyntheticObservations",
     "TextBlock",
+    "model_call_counts",
 ]
 
 #: The one schema version this library writes and reads. Records that carry a version
 #: (``RunStarted``, ``StepRecord``, ``RunResult``) default to it when built in code.
 CURRENT_SCHEMA_VERSION = 1
+
+
+#: Keys of ``ModelReply.usage`` and ``ModelCallResult.failure_usage`` that PolyLoop's retrying
+#: client writes (design 0065): the HTTP requests one model call made, and how many of them were
+#: retries. A call recorded without them made one request and no retry.
+REQUESTS_USAGE_KEY: Final = "polyloop.requests"
+RETRIES_USAGE_KEY: Final = "polyloop.retries"
+
+
+def model_call_counts(result: ModelCallResult) -> tuple[int, int]:
+    """``(requests, retries)`` of one recorded model call: the retrying client's counts when it
+    wrote them (on the reply's usage, or the failure's), else one request and no retry."""
+    usage = result.reply.usage if result.reply is not None else result.failure_usage
+    if not usage:
+        return 1, 0
+    return usage.get(REQUESTS_USAGE_KEY, 1), usage.get(RETRIES_USAGE_KEY, 0)
+
+
+def _usage_copy(owner: str, name: str, usage: object) -> Mapping[str, int]:
+    if not isinstance(usage, Mapping):
+        raise ConfigurationError(
+            f"{owner}.{name} must be a mapping of str to int or None, got {type(usage).__name__}."
+        )
+    copy: dict[str, int] = {}
+    for key, count in usage.items():
+        if not isinstance(key, str):
+            raise ConfigurationError(f"{owner}.{name} keys must be str, got {key!r}.")
+        _require_count(owner, f"{name}[{key!r}]", count)
+        copy[key] = count
+    return MappingProxyType(copy)
 
 
 def _require_count(owner: str, field: str, value: object) -> None:
@@ -301,18 +335,7 @@ class ModelReply:
                 f"{self.finish_reason!r}; use None when the provider gave no reason."
             )
         if self.usage is not None:
-            if not isinstance(self.usage, Mapping):
-                raise ConfigurationError(
-                    f"ModelReply.usage must be a mapping of str to int or None, got "
-                    f"{type(self.usage).__name__}."
-                )
-            copy: dict[str, int] = {}
-            for key, count in self.usage.items():
-                if not isinstance(key, str):
-                    raise ConfigurationError(f"ModelReply.usage keys must be str, got {key!r}.")
-                _require_count("ModelReply", f"usage[{key!r}]", count)
-                copy[key] = count
-            object.__setattr__(self, "usage", MappingProxyType(copy))
+            object.__setattr__(self, "usage", _usage_copy("ModelReply", "usage", self.usage))
 
     def __reduce__(self) -> tuple[type[ModelReply], tuple[object, ...]]:
         # ``usage`` is a read-only view, which cannot be pickled or deep-copied.
@@ -532,8 +555,10 @@ class RunStarted:
     ``follows_run_id`` and ``queued_input`` were added after schema 1.0 (design 0052): a
     follow-up run (the next turn of a conversation, ``polyloop.session.follow_up``) names the
     run it continues and the user's input it was started with; both are set or both ``None``,
-    and a run that is no follow-up is stored exactly as before. ``started_at`` was added after
-    them (design 0061): a log written before it reads as ``None``.
+    and a run that is no follow-up is stored exactly as before. The three ``fork`` fields
+    (design 0067) are added the same way: a fork names its source run and the step its own
+    agent started at. ``started_at`` was added after them (design 0061): a log written before
+    it reads as ``None``.
     """
 
     run_id: str
@@ -543,6 +568,15 @@ class RunStarted:
     follows_run_id: str | None = field(default=None, metadata={"optional_on_read": True})
     #: The user's new input this follow-up run was started with (seed 002's ``queued_input``).
     queued_input: str | None = field(default=None, metadata={"optional_on_read": True})
+    #: The run this one was forked from (design 0067): its records of the steps before
+    #: ``forked_at_step`` were copied into this log; ``None`` for a run that is no fork.
+    forked_from_run_id: str | None = field(default=None, metadata={"optional_on_read": True})
+    #: The first step this run's own agent took; the steps before it are the source's.
+    forked_at_step: int | None = field(default=None, metadata={"optional_on_read": True})
+    #: Step ``forked_at_step - 1`` was in doubt in the source (an action announced, never
+    #: settled): the fork recorded it ``not_executed`` by an explicit choice, so whether the
+    #: world saw that action is unknown.
+    fork_left_in_doubt: bool = field(default=False, metadata={"optional_on_read": True})
     #: When the loop wrote this record: UTC, ISO 8601 to the second, as ``UserAsked.asked_at``
     #: (design 0061). ``None`` in logs written before the field existed. Not in the parameter
     #: snapshot, so a resume never compares it.
@@ -564,6 +598,42 @@ class RunStarted:
             )
         if self.follows_run_id is not None or self.queued_input is not None:
             self._check_follow_up()
+        if (
+            self.forked_from_run_id is not None
+            or self.forked_at_step is not None
+            or self.fork_left_in_doubt is not False
+        ):
+            self._check_fork()
+
+    def _check_fork(self) -> None:
+        source, at = self.forked_from_run_id, self.forked_at_step
+        if (source is None) != (at is None):
+            raise ConfigurationError(
+                f"RunStarted of run {self.run_id!r} sets "
+                f"{'forked_from_run_id' if source is not None else 'forked_at_step'} without "
+                f"{'forked_at_step' if source is not None else 'forked_from_run_id'}; a fork names "
+                "the run it was forked from and the step, both or neither."
+            )
+        if source is not None and (
+            not isinstance(source, str) or not source or source == self.run_id
+        ):
+            raise ConfigurationError(
+                f"RunStarted.forked_from_run_id must name another run, got {source!r} for run "
+                f"{self.run_id!r}."
+            )
+        if at is not None and (type(at) is not int or at < 0):
+            raise ConfigurationError(
+                f"RunStarted.forked_at_step must be an integer >= 0, got {at!r}."
+            )
+        if type(self.fork_left_in_doubt) is not bool:
+            raise ConfigurationError(
+                f"RunStarted.fork_left_in_doubt must be a bool, got {self.fork_left_in_doubt!r}."
+            )
+        if self.fork_left_in_doubt and (at is None or at < 1):
+            raise ConfigurationError(
+                f"RunStarted of run {self.run_id!r} says fork_left_in_doubt but is no fork after "
+                "step 0; only a fork's last copied step can be left in doubt."
+            )
 
     def _check_follow_up(self) -> None:
         follows, queued = self.follows_run_id, self.queued_input
@@ -586,9 +656,7 @@ class RunStarted:
 
     def __reduce__(
         self,
-    ) -> tuple[
-        type[RunStarted], tuple[str, dict[str, str], int, str | None, str | None, str | None]
-    ]:
+    ) -> tuple[type[RunStarted], tuple[object, ...]]:
         # The read-only snapshot view cannot be pickled or deep-copied; rebuild from a dict.
         return (
             RunStarted,
@@ -598,6 +666,9 @@ class RunStarted:
                 self.schema_version,
                 self.follows_run_id,
                 self.queued_input,
+                self.forked_from_run_id,
+                self.forked_at_step,
+                self.fork_left_in_doubt,
                 self.started_at,
             ),
         )
@@ -639,13 +710,22 @@ class Intent:
 @fast_frozen_init
 @dataclass(frozen=True, slots=True)
 class ModelCallResult:
-    """The settled result of a model call: exactly one of ``reply`` and ``failure`` is set."""
+    """The settled result of a model call: exactly one of ``reply`` and ``failure`` is set.
+
+    ``failure_usage`` (added after schema 1.0, design 0065) holds what a call that failed still
+    cost, taken from the raised error's ``usage`` mapping (a retrying client reports
+    ``polyloop.requests`` and ``polyloop.retries`` there); ``None`` when there is a reply (its
+    counts are ``reply.usage``) or the error reported nothing.
+    """
 
     run_id: str
     result_id: str
     reply: ModelReply | None
     #: ``"<ExceptionType>: <message>"`` when the call raised.
     failure: str | None
+    failure_usage: Mapping[str, int] | None = field(
+        default=None, metadata={"optional_on_read": True}
+    )
 
     def __post_init__(self) -> None:
         if (self.reply is None) == (self.failure is None):
@@ -656,6 +736,22 @@ class ModelCallResult:
             )
         if not self.result_id:
             raise ConfigurationError("ModelCallResult.result_id is empty.")
+        if self.failure_usage is not None:
+            if self.reply is not None:
+                raise ConfigurationError(
+                    "ModelCallResult.failure_usage is set on a call with a reply; a reply's "
+                    "counts belong in ModelReply.usage."
+                )
+            object.__setattr__(
+                self,
+                "failure_usage",
+                _usage_copy("ModelCallResult", "failure_usage", self.failure_usage),
+            )
+
+    def __reduce__(self) -> tuple[type[ModelCallResult], tuple[object, ...]]:
+        # ``failure_usage`` is a read-only view, which cannot be pickled or deep-copied.
+        usage = None if self.failure_usage is None else dict(self.failure_usage)
+        return (ModelCallResult, (self.run_id, self.result_id, self.reply, self.failure, usage))
 
 
 @fast_frozen_init

@@ -17,10 +17,15 @@ from polyloop.batch.agents import (
     open_agent,
 )
 from polyloop.batch.driving import EpisodeDriver, LocalEpisodeDriver
-from polyloop.batch.episodes import Episode, EpisodesFile, check_episodes_file
+from polyloop.batch.episodes import Episode, EpisodesFile, ForkPoint, check_episodes_file
 from polyloop.batch.errors import BatchError, EpisodesFileError, FactoryError, WorkerSetupError
 from polyloop.batch.passes import BatchControl, ReportObserver, run_episodes
-from polyloop.batch.reports import RESULTS_SCHEMA_VERSION, EpisodeReport, EpisodeStatus
+from polyloop.batch.reports import (
+    RESULTS_SCHEMA_VERSION,
+    EpisodeReport,
+    EpisodeStatus,
+    ModelUsage,
+)
 from polyloop.batch.results import ResultsFile
 from polyloop.batch.runner import run_batch
 from polyloop.batch.summary import BatchSummary, BatchTally, EpisodeError
@@ -42,7 +47,9 @@ __all__ = [
     "EpisodesFileError",
     "FactoryError",
     "FactoryResult",
+    "ForkPoint",
     "LocalEpisodeDriver",
+    "ModelUsage",
     "ReportObserver",
     "ResultsFile",
     "WorkerSetupError",

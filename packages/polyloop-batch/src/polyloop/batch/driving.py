@@ -9,20 +9,21 @@ reports ``PARKED`` again), or returns a finished run's recorded result — calli
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TypeAlias
 
 from polyloop.asking import RunParked
 from polyloop.batch.agents import EpisodeAgent, EpisodeFactory, open_agent
 from polyloop.batch.episodes import Episode
-from polyloop.batch.reports import EpisodeReport, EpisodeStatus
+from polyloop.batch.reports import EpisodeReport, EpisodeStatus, ModelUsage
 from polyloop.errors import RunAlreadyStartedError, RunLeaseHeldError
-from polyloop.ports import RunLeasing, RunStore
-from polyloop.session import resume_or_park, run_or_park
-from polyloop.types import RunResult
+from polyloop.ports import ModelCall, ModelClient, RunLeasing, RunStore
+from polyloop.session import fork, resume_or_park, run_or_park
+from polyloop.types import REQUESTS_USAGE_KEY, RETRIES_USAGE_KEY, ModelReply, RunResult
 
 __all__ = ["EpisodeDriver", "LocalEpisodeDriver", "describe_error", "this_worker"]
 
@@ -63,15 +64,21 @@ class LocalEpisodeDriver:
                 if holder is not None:
                     raise RunLeaseHeldError.held_by(episode.run_id, holder)
             async with open_agent(self.factory, episode, self.store) as agent:
-                status, result = await _drive(agent)
+                counter = _CountingModelClient(agent.definition.model_client)
+                status, result = await _drive(agent, episode, counter)
         except RunLeaseHeldError as held:
             return self._report(episode, EpisodeStatus.SKIPPED, started, describe_error(held))
         except Exception as error:
             return self._report(episode, EpisodeStatus.ERROR, started, describe_error(error))
         wall = time.monotonic() - started
+        usage = counter.usage
         if isinstance(result, RunParked):
-            return EpisodeReport.of_parked(result, wall_seconds=wall, worker=self.worker)
-        return EpisodeReport.of_result(status, result, wall_seconds=wall, worker=self.worker)
+            return EpisodeReport.of_parked(
+                result, wall_seconds=wall, worker=self.worker, model_usage=usage
+            )
+        return EpisodeReport.of_result(
+            status, result, wall_seconds=wall, worker=self.worker, model_usage=usage
+        )
 
     def _report(
         self, episode: Episode, status: EpisodeStatus, started: float, error: str
@@ -85,12 +92,68 @@ class LocalEpisodeDriver:
         )
 
 
-async def _drive(agent: EpisodeAgent) -> tuple[EpisodeStatus, RunResult | RunParked]:
-    """``run_or_park``, else ``resume_or_park``: an ungated episode is driven exactly as by
-    ``run``/``resume``; a gated one may park, which a rerun continues after the decision."""
-    definition, request = agent.definition, agent.request
+class _CountingModelClient:
+    """The episode's model client, counting the calls this pass makes (design 0065): requests
+    and retries as a retrying client reports them (on the reply's usage, or the error's), and
+    tokens. ``parameters()`` is the client's own, so the run's snapshot does not change."""
+
+    def __init__(self, client: ModelClient) -> None:
+        self._client = client
+        self.usage = ModelUsage()
+
+    def parameters(self) -> Mapping[str, str]:
+        return self._client.parameters()
+
+    async def call(self, call: ModelCall) -> ModelReply:
+        try:
+            reply = await self._client.call(call)
+        except Exception as error:
+            self._count(getattr(error, "usage", None))
+            raise
+        self._count(reply.usage if isinstance(reply, ModelReply) else None)
+        return reply
+
+    def _count(self, usage: object) -> None:
+        counts = usage if isinstance(usage, Mapping) else {}
+        requests, retries = counts.get(REQUESTS_USAGE_KEY, 1), counts.get(RETRIES_USAGE_KEY, 0)
+        tokens = counts.get("total_tokens")
+        if not isinstance(tokens, int):
+            tokens = sum(
+                value
+                for key, value in counts.items()
+                if key in ("prompt_tokens", "completion_tokens") and isinstance(value, int)
+            )
+        self.usage = self.usage + ModelUsage(
+            1,
+            requests if isinstance(requests, int) else 1,
+            retries if isinstance(retries, int) else 0,
+            tokens,
+            bool(counts),
+        )
+
+
+async def _drive(
+    agent: EpisodeAgent, episode: Episode, model_client: ModelClient
+) -> tuple[EpisodeStatus, RunResult | RunParked]:
+    """``run_or_park`` (``fork`` for an episode naming a fork point), else ``resume_or_park``:
+    an ungated episode is driven exactly as by ``run``/``resume``; a gated one may park, which
+    a rerun continues after the decision. A fork whose copy a crash cut short is completed by
+    ``fork`` itself on the next pass. ``model_client`` stands in for the definition's (it
+    counts the calls, design 0065)."""
+    definition = dataclasses.replace(agent.definition, model_client=model_client)
+    request = agent.request
+    point = episode.fork_point
     try:
-        return EpisodeStatus.RAN, await run_or_park(definition, request)
+        if point is None:
+            return EpisodeStatus.RAN, await run_or_park(definition, request)
+        forked = await fork(
+            definition,
+            request,
+            source_run_id=point.source_run_id,
+            at_step=point.at_step,
+            in_doubt_observation=point.in_doubt_observation,
+        )
+        return EpisodeStatus.RAN, forked
     except RunAlreadyStartedError:
         pass
     # Only to name what resume did; resume itself decides under the lease.

@@ -6,6 +6,11 @@ build it from what identifies the episode (``"swe-bench/django-1234/attempt-0"``
 time or a counter of the pass. Everything else on the line is the episode's own data, handed to
 the factory untouched. Blank lines are ignored.
 
+An episode may name a fork point (design 0067): ``"fork_of"`` (the source run, recorded in the
+same store) and ``"fork_at"`` (the step its agent takes first) make it a fork of that run
+instead of a run from step 0; ``"fork_in_doubt_observation"`` is ``fork``'s explicit choice for
+a source whose step before the fork point is in doubt.
+
 The file is read twice: :func:`check_episodes_file` reads all of it before anything starts (so
 a bad line stops the batch while nothing has run) and counts it; :meth:`EpisodesFile.episodes`
 then streams it, so a pass never holds more than the episodes in flight.
@@ -22,7 +27,7 @@ from typing import Any
 
 from polyloop.batch.errors import EpisodesFileError
 
-__all__ = ["Episode", "EpisodesFile", "check_episodes_file", "parse_episode_line"]
+__all__ = ["Episode", "EpisodesFile", "ForkPoint", "check_episodes_file", "parse_episode_line"]
 
 #: How much of a bad line an error quotes.
 _QUOTED_CHARS = 60
@@ -36,6 +41,26 @@ class Episode:
     run_id: str
     #: The episode's line as parsed (``run_id`` included): the factory reads what it needs.
     data: Mapping[str, Any]
+
+    @property
+    def fork_point(self) -> ForkPoint | None:
+        """Where the episode forks its source run (``fork_of``/``fork_at``), or ``None``."""
+        if "fork_of" not in self.data and "fork_at" not in self.data:
+            return None
+        return ForkPoint(
+            self.data["fork_of"],
+            self.data["fork_at"],
+            self.data.get("fork_in_doubt_observation"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ForkPoint:
+    """An episode's fork point: its source run and the step its own agent takes first."""
+
+    source_run_id: str
+    at_step: int
+    in_doubt_observation: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +149,30 @@ def parse_episode_line(line: str, number: int, path: Path) -> Episode | None:
             "which no store can keep; fix the run_id. Nothing was started.",
             line=number,
         ) from None
+    _check_fork_point(data, run_id, number, path)
     return Episode(run_id, data)
+
+
+def _check_fork_point(data: Mapping[str, Any], run_id: str, number: int, path: Path) -> None:
+    if "fork_of" not in data and "fork_at" not in data:
+        return
+    source, at = data.get("fork_of"), data.get("fork_at")
+    doubt = data.get("fork_in_doubt_observation")
+    if (
+        not isinstance(source, str)
+        or not source
+        or source == run_id
+        or type(at) is not int
+        or at < 0
+        or not (doubt is None or isinstance(doubt, str))
+    ):
+        raise EpisodesFileError(
+            f'{_where(path, number)}: a fork episode needs "fork_of" (another run\'s id) and '
+            f'"fork_at" (a step >= 0), got fork_of={json.dumps(source)[:_QUOTED_CHARS]}, '
+            f'fork_at={json.dumps(at)[:_QUOTED_CHARS]}; "fork_in_doubt_observation" is a '
+            "string when given. Nothing was started.",
+            line=number,
+        )
 
 
 def check_episodes_file(path: str | os.PathLike[str]) -> EpisodesFile:

@@ -11,7 +11,7 @@ from typing import Any
 from polyloop.asking import RunParked
 from polyloop.types import RunResult
 
-__all__ = ["RESULTS_SCHEMA_VERSION", "EpisodeReport", "EpisodeStatus"]
+__all__ = ["RESULTS_SCHEMA_VERSION", "EpisodeReport", "EpisodeStatus", "ModelUsage"]
 
 #: ``schema_version`` of a results line; a reader should refuse a version it does not know.
 RESULTS_SCHEMA_VERSION = 1
@@ -45,6 +45,36 @@ class EpisodeStatus(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class ModelUsage:
+    """The model calls an episode made in this pass: the calls, the requests they took, how many
+    of those were retries, and tokens (``total_tokens``, else prompt + completion) — design
+    0065. ``reported``: the client reported usage or counts (else only calls are known)."""
+
+    calls: int = 0
+    requests: int = 0
+    retries: int = 0
+    tokens: int = 0
+    reported: bool = False
+
+    def __add__(self, other: ModelUsage) -> ModelUsage:
+        return ModelUsage(
+            self.calls + other.calls,
+            self.requests + other.requests,
+            self.retries + other.retries,
+            self.tokens + other.tokens,
+            self.reported or other.reported,
+        )
+
+    def to_json_dict(self) -> dict[str, int]:
+        return {
+            "calls": self.calls,
+            "requests": self.requests,
+            "retries": self.retries,
+            "tokens": self.tokens,
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class EpisodeReport:
     """One episode's outcome in this pass. Picklable, so a worker can send it home."""
 
@@ -66,10 +96,19 @@ class EpisodeReport:
     #: ``PARKED`` only: what the run waits on (step, kind, tool_name, arguments_sha256,
     #: asked_at); written to the results line only when set.
     pending_ask: Mapping[str, object] | None = None
+    #: The model calls made in this pass (``None``: not counted, e.g. a driver of your own);
+    #: written to the results line only when the client reported usage or counts.
+    model_usage: ModelUsage | None = None
 
     @classmethod
     def of_result(
-        cls, status: EpisodeStatus, result: RunResult, *, wall_seconds: float, worker: str
+        cls,
+        status: EpisodeStatus,
+        result: RunResult,
+        *,
+        wall_seconds: float,
+        worker: str,
+        model_usage: ModelUsage | None = None,
     ) -> EpisodeReport:
         return cls(
             run_id=result.run_id,
@@ -79,10 +118,18 @@ class EpisodeReport:
             final_answer=result.final_answer,
             wall_seconds=wall_seconds,
             worker=worker,
+            model_usage=model_usage,
         )
 
     @classmethod
-    def of_parked(cls, parked: RunParked, *, wall_seconds: float, worker: str) -> EpisodeReport:
+    def of_parked(
+        cls,
+        parked: RunParked,
+        *,
+        wall_seconds: float,
+        worker: str,
+        model_usage: ModelUsage | None = None,
+    ) -> EpisodeReport:
         ask = parked.ask
         return cls(
             run_id=parked.run_id,
@@ -90,6 +137,7 @@ class EpisodeReport:
             steps=parked.steps_done,
             wall_seconds=wall_seconds,
             worker=worker,
+            model_usage=model_usage,
             pending_ask={
                 "step": ask.step,
                 "kind": ask.kind.value,
@@ -116,4 +164,6 @@ class EpisodeReport:
         }
         if self.pending_ask is not None:
             document["pending_ask"] = dict(self.pending_ask)
+        if self.model_usage is not None and self.model_usage.reported:
+            document["model_usage"] = self.model_usage.to_json_dict()
         return json.dumps(document, separators=(",", ":"))

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from polyloop.batch.reports import EpisodeReport, EpisodeStatus
+from polyloop.batch.reports import EpisodeReport, EpisodeStatus, ModelUsage
 
 __all__ = ["LISTED", "BatchSummary", "BatchTally", "EpisodeError"]
 
@@ -54,6 +54,8 @@ class BatchSummary:
     cancelled: bool = False
     #: The first :data:`LISTED` parked run_ids (they wait for a person; design 0053).
     parked: tuple[str, ...] = ()
+    #: The model calls of this pass: requests, retries, tokens (design 0065).
+    model_usage: ModelUsage = field(default_factory=ModelUsage)
 
     def count(self, status: EpisodeStatus) -> int:
         return self.by_status.get(status.value, 0)
@@ -100,6 +102,7 @@ class BatchSummary:
             "interrupted": self.interrupted,
             "cancelled": self.cancelled,
             "complete": self.complete,
+            "model_usage": self.model_usage.to_json_dict(),
         }
 
 
@@ -119,9 +122,12 @@ class BatchTally:
     started_at: float = field(default_factory=time.monotonic)
     interrupted: bool = False
     cancelled: bool = False
+    model_usage: ModelUsage = field(default_factory=ModelUsage)
 
     def add(self, report: EpisodeReport) -> None:
         self.done += 1
+        if report.model_usage is not None:
+            self.model_usage = self.model_usage + report.model_usage
         self.by_status[report.status.value] += 1
         if report.status.finished and report.stop_reason is not None:
             self.by_stop_reason[report.stop_reason] += 1
@@ -165,4 +171,5 @@ class BatchTally:
             interrupted=self.interrupted,
             cancelled=self.cancelled,
             parked=tuple(self.parked),
+            model_usage=self.model_usage,
         )

@@ -29,7 +29,7 @@ from polyloop.serialization._schema import (
     log_record_tag,
     unless_default,
 )
-from polyloop.types import RunFinished, RunResult
+from polyloop.types import Intent, ModelCallResult, RunFinished, RunResult, StepCompleted
 
 __all__ = ["build_text_encoders", "dumps", "dumps_log_record", "escape"]
 
@@ -54,9 +54,14 @@ def escape(text: str) -> str:
     return _ESCAPED.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
 
 
+#: The encoder ``json.dumps(payload, ensure_ascii=False, separators=(",", ":"))`` builds on
+#: every call, built once (the same text; a fork encodes thousands of records at once).
+_COMPACT_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
 def _compact(payload: object) -> str:
     """Compact JSON with non-ASCII kept as characters (nothing escaped yet)."""
-    return json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+    return _COMPACT_ENCODER.encode(payload)
 
 
 #: JSON text of one string, exactly as ``_compact`` writes it (non-ASCII kept).
@@ -73,7 +78,7 @@ def _json_text(payload: object) -> str:
 # ---------------------------------------------------------------------------
 
 #: The roots of the records written straight into text (with everything nested in them).
-_TEXT_ROOTS = (RunFinished,)
+_TEXT_ROOTS = (RunFinished, StepCompleted, Intent, ModelCallResult)
 
 
 def _text_name(cls: type[Any]) -> str:
@@ -175,6 +180,16 @@ def build_text_encoders(
 _TEXT_ENCODERS = build_text_encoders(field_tables(_TEXT_ROOTS), ENCODERS)
 _result_text: Callable[[RunResult], str] = _TEXT_ENCODERS[RunResult]
 _run_finished_text: Callable[[RunFinished], str] = _TEXT_ENCODERS[RunFinished]
+#: The log records written straight into text, each with its line's opening: a step's records
+#: are most of what a store writes (and a fork copies thousands at once, design 0067).
+_LINE_TEXT: dict[type[Any], tuple[str, Callable[[Any], str]]] = {
+    cls: (f'{{"type":"{tag}","record":', _TEXT_ENCODERS[cls])
+    for cls, tag in (
+        (StepCompleted, "step_completed"),
+        (Intent, "intent"),
+        (ModelCallResult, "model_call_result"),
+    )
+}
 
 
 def dumps(value: Encodable) -> str:
@@ -191,4 +206,7 @@ def dumps_log_record(record: LogRecord) -> str:
     """
     if type(record) is RunFinished:
         return escape(f'{{"type":"run_finished","record":{_run_finished_text(record)}}}')
+    line = _LINE_TEXT.get(type(record))
+    if line is not None:
+        return escape(f"{line[0]}{line[1](record)}}}")
     return _json_text({"type": log_record_tag(record), "record": to_dict(record)})

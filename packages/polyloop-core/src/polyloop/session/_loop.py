@@ -161,6 +161,19 @@ class Asking:
 _UNGATED = Asking()
 
 
+def _usage_of(error: Exception) -> Mapping[str, int] | None:
+    """What a failed call still cost, when the error says (design 0065: a retrying client's
+    error carries ``usage``); a malformed ``usage`` is ignored, never a reason to fail the run."""
+    usage = getattr(error, "usage", None)
+    if not isinstance(usage, Mapping) or not usage:
+        return None
+    if all(
+        isinstance(key, str) and type(count) is int and count >= 0 for key, count in usage.items()
+    ):
+        return dict(usage)
+    return None
+
+
 def check_options(clock: Clock, event_timeout_seconds: float, lease_wait_seconds: float) -> None:
     check_lease_wait(lease_wait_seconds)
     if not callable(clock):
@@ -566,10 +579,12 @@ class Driver:
     async def call_model(self, call: ModelCall) -> ModelCallResult:
         failure: str | None = None
         reply: ModelReply | None = None
+        failure_usage: Mapping[str, int] | None = None
         try:
             returned: object = await self.definition.model_client.call(call)
         except Exception as error:  # a failing model call is recorded; cancellation passes
             failure = f"{type(error).__name__}: {error}"
+            failure_usage = _usage_of(error)
         else:
             if isinstance(returned, ModelReply):
                 reply = returned
@@ -578,7 +593,7 @@ class Driver:
                     f"TypeError: the model client returned {type(returned).__name__}, "
                     "not a ModelReply"
                 )
-        return ModelCallResult(self.run_id, call.result_id, reply, failure)
+        return ModelCallResult(self.run_id, call.result_id, reply, failure, failure_usage)
 
     async def execute(self, action: Action) -> ActionOutcome:
         try:

@@ -36,6 +36,7 @@ from polyloop.recovery import (
 from polyloop.session._deciding import AskHandler
 from polyloop.session._definition import AgentDefinition, RunRequest, snapshot_differences
 from polyloop.session._follow_up import resumed_request
+from polyloop.session._fork import refuse_incomplete_fork
 from polyloop.session._gates import DEFAULT_REJECTED_TEMPLATE, ApprovalPolicy
 from polyloop.session._loop import (
     _UNGATED,
@@ -133,6 +134,7 @@ async def _continue(
             "resume; check the run_id and the store, or start it with run()."
         )
     validate_log(log, run_id)
+    refuse_incomplete_fork(log, run_id)
     current = run_snapshot(definition, request, asking.gates)
     differences = snapshot_differences(log.started.parameter_snapshot, current)
     if differences:

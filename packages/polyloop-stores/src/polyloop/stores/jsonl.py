@@ -227,11 +227,16 @@ class JsonlRunStore(DurableStore):
         # Each line is the one its own write would give: a RunFinished may refer to a step
         # earlier in the batch, which a crash cannot keep it without (a prefix survives).
         stored: Mapping[int, StepRecord] | None = self._stored_steps.of(run_id)
+        # Copied once, then added to: a batch of a thousand steps (a fork's copy) stays linear.
+        own: dict[int, StepRecord] | None = None
         lines: list[str] = []
         for record in records:
             lines.append(stored_line(record, stored))
             if type(record) is StepCompleted:
-                stored = {**(stored or {}), record.step.step_idx: record.step}
+                if own is None:
+                    own = dict(stored or {})
+                    stored = own
+                own[record.step.step_idx] = record.step
         data = ("\n".join(lines) + "\n").encode("utf-8")
         keys = tuple(record_key(record) for record in records)
         await self._submit(self._write_line, run_id, path, data, keys)
@@ -369,9 +374,12 @@ class JsonlRunStore(DurableStore):
         run_id: str, state: _RunFile, fd: int, line: bytes, keys: tuple[RecordKey, ...]
     ) -> None:
         """Refuse a duplicate, else write ``line`` at the end of the good part and sync it."""
-        for number, key in enumerate(keys):
-            if key in state.keys or key in keys[:number]:
+        # A set of the batch's earlier keys: a fork's copy is one batch of thousands of records.
+        earlier: set[RecordKey] = set()
+        for key in keys:
+            if key in state.keys or key in earlier:
                 raise duplicate_error(run_id, key, state.path)
+            earlier.add(key)
         offset = state.size
         state.size = -1  # until the line is durable, the cached view is not trusted
         try:

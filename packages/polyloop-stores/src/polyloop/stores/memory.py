@@ -30,7 +30,7 @@ from polyloop.leasing import LeaseTable, ReleasedOnce, forget_in_forked_child
 from polyloop.ports import LeaseHolder, RunLog
 from polyloop.serialization import LogRecord
 from polyloop.stores._durable import batch_run_id
-from polyloop.stores._records import KeySet, duplicate_error, record_key
+from polyloop.stores._records import KeySet, RecordKey, duplicate_error, record_key
 from polyloop.types import (
     Intent,
     ModelCallResult,
@@ -152,9 +152,12 @@ class MemoryRunStore:
         with self._lock:
             log = self._log(run_id)
             held = log.keys
-            for number, key in enumerate(keys):
-                if key in held or key in keys[:number]:
+            # A set of the batch's earlier keys: a fork's copy is one batch of thousands.
+            earlier: set[RecordKey] = set()
+            for key in keys:
+                if key in held or key in earlier:
                     raise duplicate_error(run_id, key, _WHERE)
+                earlier.add(key)
             for record, key in zip(records, keys, strict=True):
                 held.add(key)
                 _APPEND[type(record)](log, record)

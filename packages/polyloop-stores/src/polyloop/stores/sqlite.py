@@ -189,6 +189,8 @@ class SqliteRunStore(DurableStore):
         # Each row is the one its own write would give: a RunFinished may refer to a step
         # earlier in the batch, which it cannot be committed without (one transaction).
         stored: Mapping[int, StepRecord] | None = self._stored_steps.of(run_id)
+        # Copied once, then added to: a batch of a thousand steps (a fork's copy) stays linear.
+        own: dict[int, StepRecord] | None = None
         rows: list[Row] = []
         for record in records:
             key = record_key(record)
@@ -196,7 +198,10 @@ class SqliteRunStore(DurableStore):
                 Row(log_record_tag(record), stored_line(record, stored), key, key_text(key))
             )
             if type(record) is StepCompleted:
-                stored = {**(stored or {}), record.step.step_idx: record.step}
+                if own is None:
+                    own = dict(stored or {})
+                    stored = own
+                own[record.step.step_idx] = record.step
         await self._writer.write(run_id, tuple(rows))
         for record in records:
             self._stored_steps.stored(record)

@@ -8,10 +8,11 @@ binding, as the parameter snapshot records it (``request.model_binding.<key>``);
 after those (design 0061), the step's reply's ``finish_reason``, ``replayed_on_resume`` (what
 resume made again for the step: ``action``, ``model_call`` or ``None``), the run's
 ``run_status`` (seed 002's word, so an unfinished run is ``running`` or ``waiting_approval``,
-not a null; ``None`` only for a run read in part from a damaged store) and one whole-number
-``usage.<key>`` column per token count any reply reported (``ModelReply.usage``'s own keys,
-nested ones joined with ``.``). Rows come one run at a time, so a table of ten thousand runs
-is read in the memory of one run::
+not a null; ``None`` only for a run read in part from a damaged store); then (design 0067) a
+fork's source run, fork step and whether the step was inherited from it; and last one
+whole-number ``usage.<key>`` column per token count any reply reported
+(``ModelReply.usage``'s own keys, nested ones joined with ``.``). Rows come one run at a time,
+so a table of ten thousand runs is read in the memory of one run::
 
     table = StepTable(store)
     rows = [row async for row in table]          # or write each row out as it comes
@@ -48,6 +49,7 @@ from polyloop.types import IntentKind, ModelReply, StepRecord
 
 __all__ = [
     "BINDING_PREFIX",
+    "FORK_COLUMNS",
     "REPLY_COLUMNS",
     "RUN_COLUMNS",
     "SNAPSHOT_BINDING_PREFIX",
@@ -66,6 +68,10 @@ __all__ = [
 STEP_FIELDS: tuple[str, ...] = tuple(field.name for field in dataclasses.fields(StepRecord))
 #: The column before the step fields and the column after them.
 RUN_COLUMNS: tuple[str, str] = ("run_id", "stop_reason")
+#: After ``stop_reason``: a fork's source run and fork step (``None`` for a run that is no
+#: fork), and whether the row's step was copied from the source (design 0067), so that an
+#: analysis counts a shared prefix once.
+FORK_COLUMNS: tuple[str, str, str] = ("forked_from_run_id", "forked_at_step", "inherited")
 #: Prefix of the model-binding columns (``model_binding.<key>``), and of the same keys in the
 #: parameter snapshot, where the request's model binding is recorded.
 BINDING_PREFIX = "model_binding."
@@ -124,6 +130,9 @@ _TYPES = {
     "replayed_on_resume": ColumnType("str", True),
     # ``None`` only for a run read in part from a damaged store: its status cannot be told.
     "run_status": ColumnType("str", True),
+    "forked_from_run_id": ColumnType("str", True),
+    "forked_at_step": ColumnType("int", True),
+    "inherited": ColumnType("bool", False),
 }
 
 
@@ -147,10 +156,12 @@ def column_type(column: str) -> ColumnType:
 def step_columns(key_columns: Iterable[str] = ()) -> tuple[str, ...]:
     """The table's columns, in order: ``run_id``, the StepRecord fields, ``stop_reason``, the
     ``model_binding.<key>`` columns of ``key_columns`` sorted, ``finish_reason``,
-    ``replayed_on_resume``, ``run_status``, then its ``usage.<key>`` columns sorted.
+    ``replayed_on_resume``, ``run_status``, the :data:`FORK_COLUMNS`, then its ``usage.<key>``
+    columns sorted.
 
     ``key_columns`` are the columns named by keys the rows hold (as the rows name them); a
-    column added later goes after every earlier one, so a reader's column positions hold.
+    fixed column added later goes after every earlier fixed one, so a reader's column
+    positions hold.
     """
     keys = set(key_columns)
     for column in keys:
@@ -161,7 +172,15 @@ def step_columns(key_columns: Iterable[str] = ()) -> tuple[str, ...]:
             )
     bindings = sorted(column for column in keys if column.startswith(BINDING_PREFIX))
     usage = sorted(column for column in keys if column.startswith(USAGE_PREFIX))
-    return (RUN_COLUMNS[0], *STEP_FIELDS, RUN_COLUMNS[1], *bindings, *REPLY_COLUMNS, *usage)
+    return (
+        RUN_COLUMNS[0],
+        *STEP_FIELDS,
+        RUN_COLUMNS[1],
+        *bindings,
+        *REPLY_COLUMNS,
+        *FORK_COLUMNS,
+        *usage,
+    )
 
 
 def is_key_column(column: str) -> bool:
@@ -215,6 +234,9 @@ def step_rows_of(run_id: str, log: RunLog, *, whole: bool = True) -> Iterator[Ro
         for key, value in sorted(snapshot.items())
         if key.startswith(SNAPSHOT_BINDING_PREFIX)
     }
+    source = log.started.forked_from_run_id if log.started else None
+    at = log.started.forked_at_step if log.started else None
+    inherited_below = 0 if at is None else at
     for completed in log.steps:
         step = completed.step
         row: Row = {"run_id": run_id}
@@ -227,6 +249,9 @@ def step_rows_of(run_id: str, log: RunLog, *, whole: bool = True) -> Iterator[Ro
         replayed = completed.replayed_on_resume
         row["replayed_on_resume"] = None if replayed is None else replayed.value
         row["run_status"] = status
+        row["forked_from_run_id"] = source
+        row["forked_at_step"] = at
+        row["inherited"] = step.step_idx < inherited_below
         if reply is not None and reply.usage:
             for key, count in sorted(reply.usage.items()):
                 row[USAGE_PREFIX + key] = count

@@ -80,9 +80,9 @@ def _messages_to_wire(messages: Sequence[Message]) -> list[dict[str, Any]]:
 
     An assistant message with a ``tool_call_id`` whose text holds exactly one well-formed call
     in the canonical form is sent with that call as its ``tool_calls`` (``content`` the text
-    before it, ``null`` when none), and a ``TOOL`` message answering it as ``{"role": "tool",
-    "tool_call_id": ...}``. A tool message whose call could not be sent natively goes as a
-    ``user`` message, so a server never sees a result without its call.
+    before it, ``""`` when none, never ``null``: design 0066), and a ``TOOL`` message answering
+    it as ``{"role": "tool", "tool_call_id": ...}``. A tool message whose call could not be sent
+    natively goes as a ``user`` message, so a server never sees a result without its call.
     """
     wire: list[dict[str, Any]] = []
     sent_calls: set[str] = set()
@@ -117,7 +117,9 @@ def _native_call(text: str, call_id: str) -> dict[str, Any] | None:
     )
     return {
         "role": Role.ASSISTANT.value,
-        "content": found.content or None,
+        # Never null: OpenAI allows null beside tool_calls, but llama-cpp-python's server
+        # refuses it (HTTP 500), and "" is accepted everywhere (design 0066).
+        "content": found.content,
         "tool_calls": [
             {
                 "id": call_id,

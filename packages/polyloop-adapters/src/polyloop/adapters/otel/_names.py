@@ -40,6 +40,8 @@ STEPS_LEFT: Final = "polyloop.budget.steps_left"
 ACTIONS_LEFT: Final = "polyloop.budget.actions_left"
 DELIVERY_FAILURES: Final = "polyloop.event_delivery_failures"
 PARSE_OK: Final = "polyloop.parse_ok"
+#: On ``polyloop.model.requests``: the request was a retry of a failed one (design 0065).
+RETRY: Final = "polyloop.retry"
 #: On a model call whose reply carried more tool calls than the step executes (design 0045):
 #: the names of the calls not executed, in the model's order.
 CALLS_NOT_EXECUTED: Final = "polyloop.calls_not_executed"
@@ -67,6 +69,7 @@ PARKED: Final = "polyloop.parked"
 STEPS_METRIC: Final = "polyloop.steps"
 ACTIONS_METRIC: Final = "polyloop.actions"
 RUNS_METRIC: Final = "polyloop.runs"
+MODEL_REQUESTS_METRIC: Final = "polyloop.model.requests"
 EXPORT_FAILURES_METRIC: Final = "polyloop.telemetry.export_failures"
 #: Spans dropped because the export queue was full (design 0062).
 SPANS_DROPPED_METRIC: Final = "polyloop.telemetry.spans_dropped"

@@ -37,6 +37,7 @@ from polyloop.types import (
     RunResult,
     StepRecord,
     StopReason,
+    model_call_counts,
 )
 
 __all__ = ["OpenTelemetryEventSink", "TelemetryExportError"]
@@ -65,6 +66,9 @@ _TOKEN_TYPES: Mapping[str, str] = {
 }
 _PARSED: Key = ((n.PARSE_OK, True),)
 _NOT_PARSED: Key = ((n.PARSE_OK, False),)
+#: ``polyloop.model.requests`` by whether the request was a retry (design 0065).
+_FIRST_REQUEST: Key = ((n.RETRY, False),)
+_RETRY_REQUEST: Key = ((n.RETRY, True),)
 _ERROR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]{0,99}")
 
 #: ``model_client.kind`` of the snapshot → ``gen_ai.provider.name``. The conventions name the
@@ -178,6 +182,7 @@ class OpenTelemetryEventSink:
         "_failures_seen",
         "_open",
         "_provider",
+        "_requests",
         "_roots",
         "_runs",
         "_steps",
@@ -219,6 +224,11 @@ class OpenTelemetryEventSink:
             n.RUNS_METRIC, "{invocation}", "Run invocations that ended, by stop reason."
         )
         self._tokens = n.create_token_usage(counts.meter)
+        self._requests = counts.counter(
+            n.MODEL_REQUESTS_METRIC,
+            "{request}",
+            "Requests of the model calls, by whether they were retries.",
+        )
         self._capture_content = capture_content
         self._agent_name = agent_name
         self._export_failures = export_failures
@@ -374,6 +384,12 @@ class OpenTelemetryEventSink:
             at = time.time_ns() if started is None else started
             called = (at, at)
         self._chat(invocation, event, step, called, model_mark)
+        if event.model_result is not None:
+            made, retried = model_call_counts(event.model_result)
+            requests = self._requests
+            requests[_FIRST_REQUEST] = requests.get(_FIRST_REQUEST, 0) + made - retried
+            if retried:
+                requests[_RETRY_REQUEST] = requests.get(_RETRY_REQUEST, 0) + retried
         if step.action is not None:
             acted = event.action_ns or (called[1], called[1])
             self._tool(invocation, event.run_id, step, acted, action_mark)

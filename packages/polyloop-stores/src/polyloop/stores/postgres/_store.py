@@ -284,6 +284,8 @@ class PostgresRunStore(DurableStore):
         # Each row is the one its own write would give: a RunFinished may refer to a step
         # earlier in the group, which is committed with it or not at all.
         stored: Mapping[int, StepRecord] | None = self._stored_steps.of(run_id)
+        # Copied once, then added to: a batch of a thousand steps (a fork's copy) stays linear.
+        own: dict[int, StepRecord] | None = None
         writes = []
         for record in records:
             line = stored_line(record, stored).encode("utf-8")
@@ -298,7 +300,10 @@ class PostgresRunStore(DurableStore):
                 )
             )
             if type(record) is StepCompleted:
-                stored = {**(stored or {}), record.step.step_idx: record.step}
+                if own is None:
+                    own = dict(stored or {})
+                    stored = own
+                own[record.step.step_idx] = record.step
         await self._session.write(PendingGroup(Completion(), tuple(writes)))
         for record in records:
             self._stored_steps.stored(record)

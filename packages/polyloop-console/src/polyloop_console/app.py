@@ -1,0 +1,534 @@
+"""The console's web app (Starlette): sign-in, the inbox of pending asks, deciding, the runs.
+
+Every page needs a signed-in session; every state-changing POST needs the session's CSRF token
+and a same-origin ``Origin`` (or ``Referer``); every response carries a Content-Security-Policy
+that runs no inline script (design 0068). Values shown are escaped by Jinja's autoescape.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import hmac
+import json
+import logging
+import re
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from starlette.applications import Starlette
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.requests import Request
+from starlette.responses import (
+    FileResponse,
+    HTMLResponse,
+    PlainTextResponse,
+    RedirectResponse,
+    Response,
+)
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from polyloop.asking import AskKind, UserAsked
+from polyloop.errors import (
+    AskNotPendingError,
+    ConfigurationError,
+    PolyLoopError,
+    RunLeaseHeldError,
+    StaleAskError,
+)
+from polyloop.ports import RunLog, RunStore
+from polyloop.recovery import answer_to, pending_ask
+from polyloop.session import answer, approve, edit, reject
+from polyloop.tools import ToolRegistry
+from polyloop_cli.agents import opened_agent
+from polyloop_cli.errors import CliError
+from polyloop_cli.inspection import run_summary
+from polyloop_cli.redaction import scrub
+from polyloop_cli.stores import StoreUrl, list_run_ids, read_run
+from polyloop_cli.view_page import RunPage, run_page
+from polyloop_console.auth import Session, Sessions, Tokens
+from polyloop_console.driving import Agent, resume_one
+
+__all__ = ["CSP", "Console", "build_app"]
+
+LOG = logging.getLogger("polyloop.console")
+HERE = Path(__file__).resolve().parent
+COOKIE = "polyloop_session"
+#: The console's pages run no script at all; style comes from /static only.
+CSP = (
+    "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
+    "frame-ancestors 'none'; base-uri 'none'"
+)
+#: Rows of the runs page.
+PAGE_SIZE = 50
+#: The status words the runs page filters by (``polyloop runs``'s ``status``).
+STATUSES = ("finished", "waiting_approval", "running", "unfinished", "corrupt")
+
+
+@dataclass(slots=True)
+class Console:
+    """What the app serves: one open store, who may sign in, and the agent to resume with."""
+
+    store: RunStore
+    url: StoreUrl
+    tokens: Tokens
+    agent: Agent | None = None
+    sessions: Sessions = field(default_factory=Sessions)
+    #: The background resumes started after decisions (kept so they are not collected).
+    resumes: set[asyncio.Task[str]] = field(default_factory=set)
+    #: Messages for a session's next page, by session id (post/redirect/get).
+    notices: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+
+
+def _environment() -> Environment:
+    environment = Environment(
+        loader=FileSystemLoader(HERE / "templates"),
+        autoescape=select_autoescape(default=True, default_for_string=True),
+    )
+    return environment
+
+
+_JINJA = _environment()
+
+
+def _page(name: str, status: int = 200, **context: Any) -> HTMLResponse:
+    return HTMLResponse(_JINJA.get_template(name).render(**context), status_code=status)
+
+
+class SecurityHeaders:
+    """Adds the CSP (unless the response set its own) and the other hardening headers."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def sending(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                names = {name.lower() for name, _ in headers}
+                defaults = {
+                    b"content-security-policy": CSP.encode(),
+                    b"x-content-type-options": b"nosniff",
+                    b"x-frame-options": b"DENY",
+                    b"referrer-policy": b"same-origin",
+                    b"cache-control": b"no-store",
+                }
+                headers += [(k, v) for k, v in defaults.items() if k not in names]
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, sending)
+
+
+def _origin(request: Request) -> str:
+    host = request.headers.get("host", "")
+    return f"{request.url.scheme}://{host}"
+
+
+def same_origin(request: Request) -> bool:
+    """The request comes from a page of this console: ``Origin``, else ``Referer``, names it."""
+    own = _origin(request)
+    origin = request.headers.get("origin")
+    if origin is not None:
+        return origin == own
+    referer = request.headers.get("referer")
+    if referer is None:
+        return False
+    try:
+        parts = urlsplit(referer)
+    except ValueError:
+        return False  # not a URL (e.g. a lone bracket): not ours
+    return f"{parts.scheme}://{parts.netloc}" == own
+
+
+def _refused(why: str) -> PlainTextResponse:
+    return PlainTextResponse(f"Refused: {why}\n", status_code=403)
+
+
+Handler = Callable[[Request, "Console", Session, str], Awaitable[Response]]
+
+
+def _signed_in(console: Console, handler: Handler, *, changes: bool = False) -> Any:
+    """``handler`` for a signed-in session only; ``changes``: a state-changing POST, which
+    also needs the same origin and the session's CSRF token."""
+
+    async def endpoint(request: Request) -> Response:
+        session_id = request.cookies.get(COOKIE)
+        session = console.sessions.get(session_id)
+        if session is None or session_id is None:
+            if request.method == "GET":
+                return RedirectResponse("/login", status_code=303)
+            return _refused("sign in first.")
+        if changes:
+            if not same_origin(request):
+                LOG.warning(
+                    "refused cross-origin POST path=%s person=%r", request.url.path, session.person
+                )
+                return _refused("the form was not posted from this console (Origin/Referer).")
+            form = await request.form()
+            if not _same_secret(str(form.get("csrf", "")), session.csrf):
+                LOG.warning(
+                    "refused POST without CSRF token path=%s person=%r",
+                    request.url.path,
+                    session.person,
+                )
+                return _refused("the form's CSRF token is missing or stale; reload the page.")
+        return await handler(request, console, session, session_id)
+
+    return endpoint
+
+
+def _same_secret(given: str, expected: str) -> bool:
+    return hmac.compare_digest(given.encode("utf-8", "surrogatepass"), expected.encode())
+
+
+# ---------------------------------------------------------------------------
+# sign-in
+# ---------------------------------------------------------------------------
+
+
+def _login_page(console: Console, message: str = "", status: int = 200) -> HTMLResponse:
+    return _page("login.html", status, message=message, store=str(console.url))
+
+
+async def _login(request: Request, console: Console) -> Response:
+    if request.method == "GET":
+        return _login_page(console)
+    if not same_origin(request):
+        LOG.warning("refused cross-origin sign-in")
+        return _refused("the sign-in form was not posted from this console (Origin/Referer).")
+    form = await request.form()
+    person = console.tokens.person(str(form.get("token", "")))
+    if person is None:
+        LOG.warning(
+            "sign-in refused: unknown token from %s", request.client.host if request.client else "?"
+        )
+        return _login_page(console, "That token is not known; nothing was signed in.", 403)
+    session_id, _ = console.sessions.open(person)
+    LOG.info("signed in person=%r", person)
+    response = RedirectResponse("/", status_code=303)
+    response.set_cookie(COOKIE, session_id, httponly=True, samesite="strict", path="/")
+    return response
+
+
+async def _logout(
+    request: Request, console: Console, session: Session, session_id: str
+) -> Response:
+    console.sessions.close(session_id)
+    console.notices.pop(session_id, None)
+    LOG.info("signed out person=%r", session.person)
+    response = RedirectResponse("/login", status_code=303)
+    response.delete_cookie(COOKIE, path="/")
+    return response
+
+
+# ---------------------------------------------------------------------------
+# the inbox
+# ---------------------------------------------------------------------------
+
+
+def _pretty(arguments_json: str | None) -> str:
+    if arguments_json is None:
+        return ""
+    try:
+        return json.dumps(json.loads(arguments_json), indent=2, sort_keys=True, ensure_ascii=False)
+    except ValueError:
+        return arguments_json
+
+
+def ask_view(ask: UserAsked, log: RunLog) -> dict[str, Any]:
+    """What the inbox shows of a pending ask."""
+    snapshot: Mapping[str, str] = log.started.parameter_snapshot if log.started else {}
+    tool = ask.tool_name
+    return {
+        "run_id": ask.run_id,
+        "step": ask.step,
+        "kind": ask.kind.value,
+        "is_question": ask.kind is AskKind.QUESTION,
+        "tool": tool or "(no tool)",
+        "action": ask.action,
+        "arguments": _pretty(ask.arguments_json),
+        "arguments_sha256": ask.arguments_sha256,
+        "question": ask.question,
+        "asked_at": ask.asked_at,
+        "policy": ask.policy_name,
+        "replay_policy": snapshot.get(f"request.tools.{tool}.replay_policy", "—") if tool else "—",
+    }
+
+
+async def pending_asks(console: Console) -> list[dict[str, Any]]:
+    listing = await list_run_ids(console.store, console.url)
+    found = []
+    for run_id in listing.run_ids:
+        read = await read_run(console.store, console.url, run_id)
+        if read.damage is not None or read.log.finished is not None:
+            continue
+        ask = pending_ask(read.log)
+        if ask is not None:
+            found.append(ask_view(ask, read.log))
+    found.sort(key=lambda item: (item["asked_at"], item["run_id"]))
+    return found
+
+
+async def _inbox(request: Request, console: Console, session: Session, session_id: str) -> Response:
+    asks = await pending_asks(console)
+    notices = console.notices.pop(session_id, [])
+    return _page(
+        "inbox.html",
+        asks=asks,
+        person=session.person,
+        csrf=session.csrf,
+        notices=notices,
+        store=str(console.url),
+        can_edit=console.agent is not None,
+        resumes=console.agent is not None,
+    )
+
+
+async def _registry(console: Console, run_id: str) -> ToolRegistry:
+    """The run's tool registry, from its agent (``--agent``): an edit is checked against it."""
+    assert console.agent is not None
+    async with opened_agent(
+        console.agent.spec, console.agent.episode_json, run_id, console.store
+    ) as built:
+        return built.request.tools
+
+
+def _what_changed(log: RunLog, step: int) -> str:
+    """Who decided the ask of ``step`` and what the run waits on now, in words."""
+    words = []
+    named = next((ask for ask in log.asks if ask.step == step), None)
+    decision = None if named is None else answer_to(log, named)
+    if decision is not None:
+        who = decision.decided_by or "someone"
+        words.append(
+            f"The ask of step {step} was already decided: {decision.verdict.value} by {who} at "
+            f"{decision.decided_at}."
+        )
+    now = pending_ask(log)
+    if now is not None:
+        words.append(
+            f"The run now waits on the ask of step {now.step} ({now.kind.value} of "
+            f"{now.tool_name or 'no tool'}, asked at {now.asked_at})."
+        )
+    elif log.finished is not None:
+        words.append(f"The run has finished ({log.finished.result.stop_reason.value}).")
+    return " ".join(words)
+
+
+async def _decide(
+    request: Request, console: Console, session: Session, session_id: str
+) -> Response:
+    form = await request.form()
+    run_id = str(form.get("run_id", ""))
+    verdict = str(form.get("verdict", ""))
+    digest = str(form.get("arguments_sha256", ""))
+    try:
+        step = int(str(form.get("step", "")))
+    except ValueError:
+        return PlainTextResponse("Refused: the form names no step.\n", status_code=400)
+    person = session.person
+    notices = console.notices.setdefault(session_id, [])
+    try:
+        if verdict == "approve":
+            await approve(
+                console.store, run_id, step=step, arguments_sha256=digest, decided_by=person
+            )
+        elif verdict == "reject":
+            reason = str(form.get("reason", "")).strip()
+            if not reason:
+                raise ConfigurationError("A rejection needs a reason, which the model reads.")
+            await reject(
+                console.store,
+                run_id,
+                step=step,
+                reason=reason,
+                arguments_sha256=digest,
+                decided_by=person,
+            )
+        elif verdict == "answer":
+            await answer(
+                console.store, run_id, str(form.get("answer", "")), step=step, decided_by=person
+            )
+        elif verdict == "edit":
+            if console.agent is None:
+                raise ConfigurationError(
+                    "Editing needs the run's tool schemas: start the console with --agent."
+                )
+            try:
+                arguments = json.loads(str(form.get("arguments", "")))
+            except ValueError as error:
+                raise ConfigurationError(f"The edited arguments are not JSON ({error}).") from None
+            if not isinstance(arguments, dict):
+                raise ConfigurationError("The edited arguments must be a JSON object.")
+            tools = await _registry(console, run_id)
+            await edit(
+                console.store,
+                run_id,
+                arguments,
+                step=step,
+                tools=tools,
+                arguments_sha256=digest,
+                decided_by=person,
+            )
+        else:
+            return PlainTextResponse("Refused: unknown verdict.\n", status_code=400)
+    except (StaleAskError, AskNotPendingError) as error:
+        log = await console.store.read_log(run_id)
+        LOG.info(
+            "decision not taken person=%r run_id=%r step=%d verdict=%s: %s",
+            person,
+            run_id,
+            step,
+            verdict,
+            type(error).__name__,
+        )
+        notices.append(("stale", f"Not taken, nothing was written. {_what_changed(log, step)}"))
+        notices.append(("detail", scrub(" ".join(str(error).split()))))
+        return RedirectResponse("/", status_code=303)
+    except RunLeaseHeldError:
+        notices.append(
+            (
+                "stale",
+                "The run is being driven or decided right now; nothing was written. Try again in a moment.",
+            )
+        )
+        return RedirectResponse("/", status_code=303)
+    except (ConfigurationError, CliError) as error:
+        text = error.line if isinstance(error, CliError) else str(error)
+        notices.append(
+            (
+                "refused",
+                "The decision does not fit the ask; nothing was written. "
+                + scrub(" ".join(text.split())),
+            )
+        )
+        return RedirectResponse("/", status_code=303)
+    LOG.info("decided person=%r run_id=%r step=%d verdict=%s", person, run_id, step, verdict)
+    notices.append(("done", f"Recorded: {verdict} of run {run_id}, step {step}, by {person}."))
+    if console.agent is not None:
+        task = asyncio.create_task(resume_one(console.store, console.agent, run_id))
+        console.resumes.add(task)
+        task.add_done_callback(console.resumes.discard)
+        notices.append(("done", "The run goes on in the background."))
+    return RedirectResponse("/", status_code=303)
+
+
+# ---------------------------------------------------------------------------
+# runs
+# ---------------------------------------------------------------------------
+
+
+async def runs_page_rows(
+    console: Console, status: str, query: str, after: str
+) -> tuple[list[dict[str, Any]], str | None]:
+    """One page of runs (by run id, after ``after``) whose id contains ``query`` and whose
+    status is ``status`` (``""``: any); and the run id to continue after, if there are more."""
+    listing = await list_run_ids(console.store, console.url)
+    ids = sorted(run_id for run_id in listing.run_ids if query in run_id and run_id > after)
+    rows: list[dict[str, Any]] = []
+    for index, run_id in enumerate(ids):
+        read = await read_run(console.store, console.url, run_id)
+        row = run_summary(run_id, read.log, read.damage)
+        if status and row["status"] != status:
+            continue
+        rows.append(row)
+        if len(rows) == PAGE_SIZE:
+            more = index + 1 < len(ids)
+            return rows, (run_id if more else None)
+    return rows, None
+
+
+async def _runs(request: Request, console: Console, session: Session, session_id: str) -> Response:
+    status = request.query_params.get("status", "")
+    if status not in STATUSES:
+        status = ""
+    query = request.query_params.get("q", "")
+    after = request.query_params.get("after", "")
+    rows, next_after = await runs_page_rows(console, status, query, after)
+    return _page(
+        "runs.html",
+        rows=rows,
+        statuses=STATUSES,
+        chosen=status,
+        query=query,
+        next_after=next_after,
+        person=session.person,
+        csrf=session.csrf,
+        store=str(console.url),
+    )
+
+
+_INLINE_SCRIPT = re.compile(r"<script>(.*?)</script>", re.DOTALL)
+
+
+def viewer_csp(html: str) -> str:
+    """The viewer page's policy: no network, its own inline style, and only the inline
+    scripts it was built with, by their digests (a script injected into it would not run)."""
+    digests = " ".join(
+        "'sha256-" + base64.b64encode(hashlib.sha256(body.encode()).digest()).decode() + "'"
+        for body in _INLINE_SCRIPT.findall(html)
+    )
+    return (
+        f"default-src 'none'; style-src 'unsafe-inline'; script-src {digests or chr(39) + 'none' + chr(39)}; "
+        "img-src data:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
+    )
+
+
+async def _run(request: Request, console: Console, session: Session, session_id: str) -> Response:
+    run_id = request.path_params["run_id"]
+    read = await read_run(console.store, console.url, run_id)
+    if read.log == RunLog() and read.damage is None:
+        return PlainTextResponse(f"No run {run_id!r} in this store.\n", status_code=404)
+    html = run_page(RunPage(run_id, read.log, str(console.url), read.damage))
+    # The viewer's own meta policy stays; the header adds the scripts' digests.
+    return HTMLResponse(html, headers={"content-security-policy": viewer_csp(html)})
+
+
+async def _favicon(request: Request) -> Response:
+    return FileResponse(HERE / "static" / "favicon.svg", media_type="image/svg+xml")
+
+
+def build_app(console: Console, allowed_hosts: Sequence[str] | None = None) -> ASGIApp:
+    """The console's ASGI app over ``console``'s open store. ``allowed_hosts``: the names the
+    ``Host`` header may give (others get a 400), so a name rebound to this address by another
+    site (DNS rebinding) reaches nothing."""
+
+    async def login(request: Request) -> Response:
+        return await _login(request, console)
+
+    async def errors(request: Request, error: Exception) -> Response:
+        if isinstance(error, CliError):
+            return PlainTextResponse(scrub(error.line) + "\n", status_code=500)
+        if isinstance(error, PolyLoopError):
+            return PlainTextResponse(scrub(" ".join(str(error).split())) + "\n", status_code=500)
+        raise error
+
+    app = Starlette(
+        routes=[
+            Route("/login", login, methods=["GET", "POST"]),
+            Route("/logout", _signed_in(console, _logout, changes=True), methods=["POST"]),
+            Route("/", _signed_in(console, _inbox), methods=["GET"]),
+            Route("/decide", _signed_in(console, _decide, changes=True), methods=["POST"]),
+            Route("/runs", _signed_in(console, _runs), methods=["GET"]),
+            Route("/runs/{run_id:path}", _signed_in(console, _run), methods=["GET"]),
+            # Browsers ask for it on every page, the viewer's too.
+            Route("/favicon.ico", _favicon, methods=["GET"]),
+            Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+        ],
+        exception_handlers={CliError: errors, PolyLoopError: errors},
+    )
+    if allowed_hosts is not None:
+        app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts))
+    return SecurityHeaders(app)

@@ -1,0 +1,1 @@
+"""Tests of polyloop.adapters.litellm_client."""

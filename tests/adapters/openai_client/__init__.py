@@ -1,0 +1,1 @@
+"""Tests of polyloop.adapters.openai_client."""

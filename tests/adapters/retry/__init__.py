@@ -1,0 +1,1 @@
+"""Tests of polyloop.adapters.retry: the policy, the limiter, and retries against real servers."""
