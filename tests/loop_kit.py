@@ -233,6 +233,21 @@ def without_wall_time(steps: Sequence[StepRecord]) -> list[StepRecord]:
     return [replace(step, step_wall_ms=0) for step in steps]
 
 
+class DatedClock:
+    """A monotonic clock (a millisecond per reading) that also tells a fixed UTC time, as the
+    contract kit's ``TickingClock`` does: the run it drives records ``utc`` as ``started_at``."""
+
+    def __init__(self, utc: str = "2001-02-03T04:05:06+00:00") -> None:
+        self.utc, self.calls = utc, 0
+
+    def utc_iso(self) -> str:
+        return self.utc
+
+    def __call__(self) -> float:
+        self.calls += 1
+        return self.calls / 1000
+
+
 def ticking_clock(step: float = 0.001) -> Callable[[], float]:
     """A deterministic monotonic clock advancing ``step`` seconds per reading."""
     counter = itertools.count()

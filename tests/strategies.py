@@ -7,6 +7,9 @@ texts are surrogate-free so that they survive UTF-8, and now and then very long.
 
 from __future__ import annotations
 
+import datetime
+from dataclasses import replace
+
 from hypothesis import strategies as st
 
 from polyloop.types import (
@@ -163,7 +166,12 @@ run_results = st.builds(
     event_delivery_failures=counts,
 )
 
-run_started_records = (
+#: ``RunStarted.started_at`` (design 0061): absent in older logs, else a UTC second.
+start_times = st.none() | st.datetimes(timezones=st.just(datetime.UTC)).map(
+    lambda moment: moment.isoformat(timespec="seconds")
+)
+
+_run_started_heads = (
     st.builds(RunStarted, run_id=run_ids, parameter_snapshot=parameter_snapshots)
     | st.builds(
         # A follow-up run (design 0052): it names another run and holds the user's new input.
@@ -188,6 +196,10 @@ run_started_records = (
         counts,
         st.booleans(),
     )
+)
+
+run_started_records = st.builds(
+    lambda head, started_at: replace(head, started_at=started_at), _run_started_heads, start_times
 )
 
 intents = st.builds(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -213,3 +214,31 @@ def test_a_mask_where_it_cannot_apply_is_refused_in_one_line(
     assert_one_line_error(result, 2)
     assert says in result.stderr
     assert "" == result.stdout
+
+
+async def test_runs_started_at_different_times_export_alike_once_started_at_is_masked(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """`--mask started_at` (design 0061): the same run started at two times exports to one
+    text, the key kept and reading "<masked>"."""
+    texts = []
+    for name, at in (("a", "2026-12-07T04:05:06+00:00"), ("b", "2026-12-08T00:00:00+00:00")):
+        store = SqliteRunStore(tmp_path / f"{name}.sqlite")
+        records = [
+            replace(started(RUN_ID), started_at=at),
+            *tool_step_records(RUN_ID, 0, "close", ReplayPolicy.NEVER),
+            finished(RUN_ID, StopReason.TASK_COMPLETED, [tool_step(0, "close")]),
+        ]
+        await write(store, records)
+        store.close()
+        url = f"sqlite://{tmp_path / f'{name}.sqlite'}"
+        plain = polyloop("export", RUN_ID, "--format", "snapshot", "--store", url, env=env)
+        assert f'"started_at": "{at}"' in plain.stdout
+        masked = polyloop(
+            "export", RUN_ID, "--format", "snapshot", "--mask", "started_at", "--store", url,
+            env=env,
+        )  # fmt: skip
+        assert 0 == masked.code, masked.stderr
+        texts.append(masked.stdout)
+    assert texts[0] == texts[1]
+    assert f'"started_at": "{MASKED}"' in texts[0]

@@ -23,7 +23,14 @@ from polyloop import testing
 from polyloop.types import StopReason
 from polyloop_cli.view import page_name
 from tests.cli._kit import polyloop
-from tests.cli.test_view_command import HOSTILE_NOTE, doubt_records, hostile_records, make_store
+from tests.cli.test_view_command import (
+    DATED,
+    HOSTILE_NOTE,
+    dated_run,
+    doubt_records,
+    hostile_records,
+    make_store,
+)
 
 CHROMIUM = Path("/usr/bin/chromium")
 
@@ -256,6 +263,30 @@ def test_the_list_of_runs_sorts_by_a_column(
     words = dict(zip(column("run"), column("status word"), strict=True))
     assert {"run-unfinished": "running", "run-finished": "succeeded"}.items() <= words.items()
     assert all(cell.endswith("ms") for cell in column("duration"))
+    assert [] == opened.errors
+
+
+def test_the_list_of_runs_sorts_by_start_time(
+    browser: Browser, tmp_path: Path, env: dict[str, str]
+) -> None:
+    """Clicking "started" orders the runs by the instant each started (a time written with an
+    offset by its UTC instant), a log without a start time ("—") first; again reverses."""
+    records = [dated_run(run_id, at) for run_id, at in DATED.items()]
+    url = make_store(tmp_path / "runs.sqlite", *records, dated_run("old", None))
+    directory = tmp_path / "pages"
+    assert 0 == polyloop("view", "--all", "--store", url, "-o", str(directory), env=env).code
+    opened = Opened(browser, directory / "index.html")
+    page = opened.page
+
+    def runs() -> list[str]:
+        return [
+            row.locator("td").first.inner_text() for row in page.locator("#runs tbody tr").all()
+        ]
+
+    page.locator("#runs thead th button", has_text="started").click()
+    assert ["old", "early", "offset", "late"] == runs()
+    page.locator("#runs thead th button", has_text="started").click()
+    assert ["late", "offset", "early", "old"] == runs()
     assert [] == opened.errors
 
 

@@ -418,3 +418,68 @@ def test_any_text_of_an_unfinished_step_adds_no_markup(
     assert _tags(plain) == _tags(page)
     card = html.unescape(_card(page, 1))
     assert _pictured(json.dumps({"note": note}, indent=2, ensure_ascii=False)) in card
+
+
+def dated_run(run_id: str, started_at: str | None) -> list[object]:
+    """A one-step finished run whose RunStarted carries ``started_at`` (``None``: a log
+    written before the loop recorded start times)."""
+    step = testing.final_step(run_id, 0, "done")
+    started = dataclasses.replace(testing.run_started(run_id), started_at=started_at)
+    return [started, *step.records, testing.run_finished(run_id, [step], StopReason.AGENT_FINISHED)]
+
+
+#: Start times in recorded order, with what the list shows and the instant each sorts by.
+DATED = {
+    "late": "2026-12-07T04:05:06+00:00",
+    "early": "2026-12-06T23:59:59+00:00",
+    # Written with an offset by some other writer: sorts by its instant, 2026-12-07T03:00:00Z.
+    "offset": "2026-12-07T05:00:00+02:00",
+}
+
+
+def _started_cells(index: str) -> dict[str, tuple[str, str]]:
+    """Each row's run id → (the started cell's sort key, its text)."""
+    rows = re.findall(
+        r'<tr data-ending="[^"]*"><td data-sort="([^"]*)">.*?</td>'
+        r'<td class="[^"]*" data-sort="([^"]*)">([^<]*)</td>',
+        index,
+    )
+    return {run_id: (sort, shown) for run_id, sort, shown in rows}
+
+
+def test_the_runs_page_lists_start_times_sorting_by_the_instant_and_dash_for_old_logs(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """A run with RunStarted.started_at shows it in the list and its page; a log written
+    before the field existed reads as None and shows "—", sorting first."""
+    records = [dated_run(run_id, at) for run_id, at in DATED.items()]
+    url = make_store(tmp_path / "runs.sqlite", *records, dated_run("old", None))
+    directory = tmp_path / "pages"
+    assert 0 == polyloop("view", "--all", "--store", url, "-o", str(directory), env=env).code
+    index = (directory / "index.html").read_text(encoding="utf-8")
+    assert '<th data-kind="number" title="When the run started (UTC)' in index
+    cells = _started_cells(index)
+    assert {run_id: cells[run_id][1] for run_id in (*DATED, "old")} == {**DATED, "old": "—"}
+    by_instant = sorted(cells, key=lambda run_id: int(cells[run_id][0]))
+    assert ["old", "early", "offset", "late"] == by_instant
+    late = (directory / "runs" / page_name("late")).read_text(encoding="utf-8")
+    assert f"<dt>started</dt><dd>{DATED['late']}</dd>" in late
+    old = (directory / "runs" / page_name("old")).read_text(encoding="utf-8")
+    assert "<dt>started</dt><dd>— (the log predates start times)</dd>" in old
+
+
+def test_runs_and_show_give_the_start_time(tmp_path: Path, env: dict[str, str]) -> None:
+    """`runs --json` and `show --json` carry started_at (null for an old log); `show` prints it."""
+    url = make_store(
+        tmp_path / "runs.sqlite", dated_run("late", DATED["late"]), dated_run("old", None)
+    )
+    rows = json.loads(polyloop("runs", "--store", url, "--json", env=env).stdout)["runs"]
+    assert {"late": DATED["late"], "old": None} == {
+        row["run_id"]: row["started_at"] for row in rows
+    }
+    shown = json.loads(polyloop("show", "late", "--store", url, "--json", env=env).stdout)
+    assert DATED["late"] == shown["started_at"]
+    text_lines = polyloop("show", "late", "--store", url, env=env).stdout.splitlines()
+    assert any(line.split() == ["started", DATED["late"]] for line in text_lines)
+    old_lines = polyloop("show", "old", "--store", url, env=env).stdout.splitlines()
+    assert not any(line.startswith("started") for line in old_lines)

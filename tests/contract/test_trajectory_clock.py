@@ -1,4 +1,5 @@
-"""The kit's test clock makes ``step_wall_ms`` the same on every run, whatever the tool does."""
+"""The kit's test clock makes ``step_wall_ms`` and ``started_at`` the same on every run, whatever
+the tool does."""
 
 from __future__ import annotations
 
@@ -65,5 +66,16 @@ async def test_runs_with_a_ticking_clock_have_identical_snapshots() -> None:
     assert trajectory_json(first_result) == trajectory_json(second_result)
     assert trajectory_json(first_log) == trajectory_json(second_log)
     assert [1, 1] == [step.step_wall_ms for step in first_result.steps]
-    real_clock_result, _ = await _run_once(None)
+    assert first_log.started is not None
+    assert TickingClock.UTC_ISO == first_log.started.started_at
+    real_clock_result, real_clock_log = await _run_once(None)
     assert real_clock_result.steps[0].step_wall_ms >= 2
+    assert real_clock_log.started is not None
+    assert TickingClock.UTC_ISO != real_clock_log.started.started_at
+
+
+def test_reading_the_utc_time_is_not_a_call() -> None:
+    """utc_iso() is fixed and leaves the count of readings (hence step_wall_ms) alone."""
+    clock = TickingClock()
+    clock()
+    assert ("2000-01-01T00:00:00+00:00", 1) == (clock.utc_iso(), clock.calls)

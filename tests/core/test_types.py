@@ -126,6 +126,8 @@ EXPECTED_FIELDS: dict[type[Any], list[tuple[str, object, object]]] = {
         ("forked_from_run_id", str | None, None),
         ("forked_at_step", int | None, None),
         ("fork_left_in_doubt", bool, False),
+        # added after them, defaulted and optional on read (design 0061)
+        ("started_at", str | None, None),
     ],
     Intent: [
         ("run_id", str, _NO_DEFAULT),

@@ -26,7 +26,7 @@ from polyloop.session import approve, resume_or_park, run, run_or_park
 from polyloop.stores.memory import MemoryRunStore
 from polyloop.types import IntentKind, RunResult, StopReason
 from tests.asking_kit import GATED_SCENARIO, AboveLimit, definition, drive_gated, gated_request
-from tests.loop_kit import Effects, make_definition, make_request, replies
+from tests.loop_kit import DatedClock, Effects, make_definition, make_request, replies
 
 
 async def _finished_log() -> RunLog:
@@ -193,9 +193,12 @@ async def test_an_ungated_run_through_run_or_park_writes_what_run_writes() -> No
     """Byte for byte: the same records (the snapshot has no approval key)."""
     first, second = MemoryRunStore(), MemoryRunStore()
     script = replies("RUN: print(1)", "FINAL: done")
-    await run(make_definition(script, first), make_request("u"))
+    # One dating clock each, so that started_at cannot differ by a second boundary.
+    await run(make_definition(script, first), make_request("u"), clock=DatedClock())
     result = await run_or_park(
-        make_definition(replies("RUN: print(1)", "FINAL: done"), second), make_request("u")
+        make_definition(replies("RUN: print(1)", "FINAL: done"), second),
+        make_request("u"),
+        clock=DatedClock(),
     )
     assert isinstance(result, RunResult)
     a, b = await first.read_log("u"), await second.read_log("u")
@@ -203,7 +206,9 @@ async def test_an_ungated_run_through_run_or_park_writes_what_run_writes() -> No
         replace(s.step, step_wall_ms=0) for s in b.steps
     ]
     assert a.started == b.started
-    assert not any(key.startswith("approval.") for key in a.started.parameter_snapshot)  # type: ignore[union-attr]
+    assert a.started is not None
+    assert DatedClock().utc == a.started.started_at
+    assert not any(key.startswith("approval.") for key in a.started.parameter_snapshot)
 
 
 async def test_a_rejected_step_counts_against_the_step_budget() -> None:

@@ -86,6 +86,11 @@ LOG_RECORDS: dict[str, Any] = {
             "synthetic_observations.env_failed": "L'environnement a échoué.",
         },
     ),
+    "run_started_at": RunStarted(
+        run_id=RUN_ID,
+        parameter_snapshot={"request.budget.max_steps": "30"},
+        started_at="2026-12-07T04:05:06+00:00",
+    ),
     "intent": Intent(
         run_id=RUN_ID,
         kind=IntentKind.ACTION,

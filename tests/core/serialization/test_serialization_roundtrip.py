@@ -119,6 +119,7 @@ OPTIONAL_ON_READ = frozenset(
         "forked_from_run_id",
         "forked_at_step",
         "fork_left_in_doubt",
+        "started_at",
     }
 )
 

@@ -77,7 +77,7 @@ async def test_tool_parse_failure_and_final_steps_are_what_a_run_writes() -> Non
     ]
     assert log.started is not None
     built = [
-        run_started("r", log.started.parameter_snapshot),
+        run_started("r", log.started.parameter_snapshot, log.started.started_at),
         *(record for step in steps for record in step.records),
         run_finished("r", steps, StopReason.AGENT_FINISHED, final_answer="it shipped"),
     ]
@@ -114,7 +114,7 @@ async def test_code_and_model_failure_steps_are_what_a_run_writes() -> None:
     ]
     assert log.started is not None
     built = [
-        run_started("r", log.started.parameter_snapshot),
+        run_started("r", log.started.parameter_snapshot, log.started.started_at),
         *(record for step in steps for record in step.records),
         run_finished("r", steps, StopReason.LLM_ERROR),
     ]

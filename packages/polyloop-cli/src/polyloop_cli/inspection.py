@@ -149,6 +149,7 @@ def run_summary(
             "follows_run_id": None,
             "run_status": None,
             "pending_ask": None,
+            "started_at": None,
         }
     verdict = damage if damage is not None else corruption(log, run_id)
     snapshot: Mapping[str, str] = log.started.parameter_snapshot if log.started else {}
@@ -168,6 +169,8 @@ def run_summary(
         # Seed 002's status word (design 0038); unknown for a corrupt log.
         "run_status": None,
         "pending_ask": None,
+        # UTC, to the second; None for a log written before RunStarted had it (design 0061).
+        "started_at": None if log.started is None else log.started.started_at,
     }
     if verdict is not None:
         row["status"] = "corrupt"

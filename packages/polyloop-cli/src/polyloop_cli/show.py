@@ -273,6 +273,8 @@ def _show_text(
         ),
         ("steps", total),
     ]
+    if summary["started_at"] is not None:
+        header.insert(2, ("started", summary["started_at"]))
     if log.started is not None and log.started.queued_input is not None:
         chain = " → ".join((*shown.earlier_turns, run_id))
         header.append(

@@ -152,6 +152,7 @@ async def _write_all(
                     if page.log == RunLog()
                     else sum(completed.step.step_wall_ms for completed in page.log.steps),
                     task=_task_line(page),
+                    started_at=summary["started_at"],
                 )
             )
     unreadable = list(listing.unreadable)

@@ -15,6 +15,7 @@ observations then parses and lays out only the previews.
 
 from __future__ import annotations
 
+import datetime
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -608,6 +609,9 @@ def run_page(page: RunPage) -> str:
     ]
     if page.damage is None and log.started is not None:
         summary.append(_fact("status word", run_status(log).value))
+    if log.started is not None:
+        started_at = log.started.started_at
+        summary.append(_fact("started", started_at or "— (the log predates start times)"))
     summary.append(_fact("steps", f"{len(steps):,}"))
     if pending is not None:
         summary.append(_fact(f"step {pending.step}", pending.state))
@@ -700,6 +704,9 @@ class RunEntry:
     #: What the run was asked, in one line: the rebuilt goal (``--agent``) or a follow-up's
     #: input; ``""`` when the log does not say (design 0061).
     task: str = ""
+    #: ``RunStarted.started_at`` (UTC, ISO 8601); ``None`` for a log written before the loop
+    #: recorded it (design 0061).
+    started_at: str | None = None
 
 
 def _duration(milliseconds: int) -> str:
@@ -721,6 +728,20 @@ def _cell(value: object, sort: object, css: str = "") -> str:
     return f'<td class="{css}" data-sort="{text(sort)}">{text(value)}</td>'
 
 
+def _started_cell(started_at: str | None) -> str:
+    """The start time as recorded, sorting by the instant it names (text would sort offsets
+    other than UTC out of order); "—", sorting first, for a log that has none."""
+    if started_at is None:
+        return _cell("—", -1, "muted")
+    try:
+        instant = datetime.datetime.fromisoformat(started_at)
+    except ValueError:
+        return _cell(started_at, -1)
+    if instant.tzinfo is None:
+        instant = instant.replace(tzinfo=datetime.UTC)
+    return _cell(started_at, int(instant.timestamp()))
+
+
 def index_page(store: str, entries: Iterable[RunEntry], unreadable: Sequence[str] = ()) -> str:
     """The HTML of the store-wide list: one row per run, filterable, sortable by each column
     (click a heading), each linking to its page."""
@@ -736,8 +757,7 @@ def index_page(store: str, entries: Iterable[RunEntry], unreadable: Sequence[str
         )
         rows.append(
             f'<tr data-ending="{text(ending)}"><td data-sort="{text(entry.run_id)}">{name}</td>'
-            # The log records no clock time for a run's start (design 0061).
-            + _cell("—", "", "muted")
+            + _started_cell(entry.started_at)
             + _cell(
                 "" if entry.wall_ms is None else _duration(entry.wall_ms),
                 -1 if entry.wall_ms is None else entry.wall_ms,
@@ -772,7 +792,11 @@ def index_page(store: str, entries: Iterable[RunEntry], unreadable: Sequence[str
         f'<button type="button">{text(name)}</button></th>'
         for name, kind, title in (
             ("run", "text", ""),
-            ("started", "text", "The log records no clock time for a run's start (design 0061)."),
+            (
+                "started",
+                "number",
+                "When the run started (UTC); — for a log written before the loop recorded it.",
+            ),
             ("duration", "number", "The steps' wall time, summed."),
             ("status word", "text", "The host's status word (seed 002)."),
             ("status", "text", ""),

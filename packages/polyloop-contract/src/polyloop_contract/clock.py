@@ -4,7 +4,9 @@ The loop reads its clock once when a step starts and once when the step's record
 records the difference as ``step_wall_ms``. A :class:`TickingClock` moves forward by one fixed
 tick on every call and not otherwise, so every step of every run records ``step_wall_ms ==
 tick_ms`` however long the model, the parser or the tool really took: a trajectory snapshot
-does not change when a tool sleeps, waits on I/O, or a machine is slow.
+does not change when a tool sleeps, waits on I/O, or a machine is slow. Its UTC time is
+fixed (:meth:`TickingClock.utc_iso`), so the ``started_at`` the loop records in ``RunStarted``
+is the same in every session too.
 """
 
 from __future__ import annotations
@@ -40,6 +42,13 @@ class TickingClock:
     def calls(self) -> int:
         """How many times the clock has been read."""
         return self._calls
+
+    #: The UTC time every TickingClock reports: a run it drives records it as ``started_at``.
+    UTC_ISO = "2000-01-01T00:00:00+00:00"
+
+    def utc_iso(self) -> str:
+        """The fixed UTC time :data:`UTC_ISO`; reading it is not a call of the clock."""
+        return self.UTC_ISO
 
     def __call__(self) -> float:
         # Computed from the count, not accumulated, so that no rounding error builds up.

@@ -557,7 +557,8 @@ class RunStarted:
     run it continues and the user's input it was started with; both are set or both ``None``,
     and a run that is no follow-up is stored exactly as before. The three ``fork`` fields
     (design 0067) are added the same way: a fork names its source run and the step its own
-    agent started at.
+    agent started at. ``started_at`` was added after them (design 0061): a log written before
+    it reads as ``None``.
     """
 
     run_id: str
@@ -576,6 +577,10 @@ class RunStarted:
     #: settled): the fork recorded it ``not_executed`` by an explicit choice, so whether the
     #: world saw that action is unknown.
     fork_left_in_doubt: bool = field(default=False, metadata={"optional_on_read": True})
+    #: When the loop wrote this record: UTC, ISO 8601 to the second, as ``UserAsked.asked_at``
+    #: (design 0061). ``None`` in logs written before the field existed. Not in the parameter
+    #: snapshot, so a resume never compares it.
+    started_at: str | None = field(default=None, metadata={"optional_on_read": True})
 
     def __post_init__(self) -> None:
         object.__setattr__(
@@ -584,6 +589,13 @@ class RunStarted:
             _frozen_str_mapping("RunStarted", "parameter_snapshot", self.parameter_snapshot),
         )
         _require_version("RunStarted", self.schema_version)
+        if self.started_at is not None and (
+            not isinstance(self.started_at, str) or not self.started_at
+        ):
+            raise ConfigurationError(
+                f"RunStarted.started_at must be a non-empty ISO 8601 time or None, got "
+                f"{self.started_at!r} for run {self.run_id!r}."
+            )
         if self.follows_run_id is not None or self.queued_input is not None:
             self._check_follow_up()
         if (
@@ -657,6 +669,7 @@ class RunStarted:
                 self.forked_from_run_id,
                 self.forked_at_step,
                 self.fork_left_in_doubt,
+                self.started_at,
             ),
         )
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import cast
 
 import pytest
@@ -144,6 +145,9 @@ def _round_trip_case(kind: str) -> list[LogRecord]:
     head: list[LogRecord] = [start]
     if kind == "run_started":
         return head
+    if kind == "run_started_with_start_time":
+        # A field added after schema 1.0 (design 0061): a store keeps it like any other.
+        return [replace(start, started_at="2026-01-02T03:04:05+00:00")]
     if kind == "step_completed_long_observation":
         return [*head, *action_writes(run_id, 0, observation=LONG_OBSERVATION).records]
     failed = model_failure_writes(run_id, 0)
@@ -181,6 +185,7 @@ def _round_trip_case(kind: str) -> list[LogRecord]:
 
 ROUND_TRIP_KINDS = (
     "run_started",
+    "run_started_with_start_time",
     "intent_model_call",
     "model_result_reply",
     "model_result_failure",

@@ -53,7 +53,13 @@ from polyloop.recovery import (
 from polyloop.session._deciding import AskHandler, UserDecision, decided, require_user_asking
 from polyloop.session._definition import AgentDefinition, RunRequest, merge_snapshots
 from polyloop.session._events import EventChannel
-from polyloop.session._gates import DEFAULT_REJECTED_TEMPLATE, REASON_TOKEN, ApprovalPolicy, Gates
+from polyloop.session._gates import (
+    DEFAULT_REJECTED_TEMPLATE,
+    REASON_TOKEN,
+    ApprovalPolicy,
+    Gates,
+    now_iso,
+)
 from polyloop.session._lease import check_lease_wait, release_run_lease, take_run_lease
 from polyloop.session._prompt import Prompt
 from polyloop.session._writes import Writes
@@ -97,6 +103,14 @@ logger = logging.getLogger("polyloop")
 DEFAULT_EVENT_TIMEOUT_SECONDS = 1.0
 
 Clock = Callable[[], float]
+
+
+def started_at(clock: Clock) -> str:
+    """A run's ``RunStarted.started_at``: the clock's own UTC time when it has one (a method
+    ``utc_iso()``, as the contract kit's ``TickingClock``, so a test's log does not depend on the
+    hour it ran at, design 0061), else the real UTC time to the second."""
+    utc_iso = getattr(clock, "utc_iso", None)
+    return utc_iso() if callable(utc_iso) else now_iso()
 
 
 def run_snapshot(
@@ -738,7 +752,8 @@ async def run(
     holds it, raises :class:`RunLeaseHeldError` before reading, writing or calling any seam
     (after retrying for up to ``lease_wait_seconds``; 0, the default, refuses at once).
     Raises :class:`RunAlreadyStartedError` (writing nothing) when the store already holds a log
-    for this run_id. ``clock`` measures ``step_wall_ms`` (seconds as float, monotonic).
+    for this run_id. ``clock`` measures ``step_wall_ms`` (seconds as float, monotonic); one
+    with a ``utc_iso()`` method also dates ``RunStarted.started_at`` (else the real UTC time).
     ``event_timeout_seconds`` bounds each event delivery.
     """
     check_options(clock, event_timeout_seconds, lease_wait_seconds)
@@ -838,7 +853,11 @@ async def start(
         )
     await definition.store.write_run_started(
         RunStarted(
-            request.run_id, snapshot, follows_run_id=follows_run_id, queued_input=queued_input
+            request.run_id,
+            snapshot,
+            follows_run_id=follows_run_id,
+            queued_input=queued_input,
+            started_at=started_at(clock),
         )
     )
     await invocation.events.emit(

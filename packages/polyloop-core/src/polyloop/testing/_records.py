@@ -80,9 +80,12 @@ class StepWrites:
         return (self.model_intent, self.model_result, self.action_intent, self.step_completed)
 
 
-def run_started(run_id: str, snapshot: Mapping[str, str] = HAND_BUILT_SNAPSHOT) -> RunStarted:
-    """The first record of a run, carrying ``snapshot`` as its parameter snapshot."""
-    return RunStarted(run_id, snapshot)
+def run_started(
+    run_id: str, snapshot: Mapping[str, str] = HAND_BUILT_SNAPSHOT, started_at: str | None = None
+) -> RunStarted:
+    """The first record of a run, carrying ``snapshot`` as its parameter snapshot, and
+    ``started_at`` (a log written before start times were recorded has none, design 0061)."""
+    return RunStarted(run_id, snapshot, started_at=started_at)
 
 
 def _model_intent(run_id: str, step_idx: int, policy: ReplayPolicy) -> Intent:
