@@ -8,16 +8,21 @@
 #
 # COMMIT defaults to HEAD of this checkout; COMMAND to `bash scripts/test.sh`. Prints the elapsed
 # time and PASSED or FAILED last; exits with the command's status. --shared-uv-cache keeps this
-# machine's uv cache (UV_CACHE_DIR, as .ci/check-fresh-clone does): no wheel is downloaded or
-# built again (the test model's llama-cpp-python takes minutes to build), every other cache is
-# still new.
+# machine's uv cache (UV_CACHE_DIR, as .ci/check-fresh-clone does) and the test model's server
+# environment that scripts/model-test-server.sh built here (llama-cpp-python compiled from source
+# takes 12-17 minutes; uv's cache does not hold that build): no wheel is downloaded or built
+# again, every other cache (Phoenix's environment, mypy's) is still new.
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 commit=HEAD
 shared=()
+model_envs=()
 if [ "${1:-}" = --shared-uv-cache ]; then
     source "$here/scripts/bootstrap-uv.sh" >/dev/null
     shared=("UV_CACHE_DIR=$("$UV" cache dir)")
+    shopt -s nullglob
+    model_envs=("${XDG_CACHE_HOME:-$HOME/.cache}"/polyloop/model-server-llama-cpp-python-*/)
+    shopt -u nullglob
     shift
 fi
 if [ "$#" -gt 0 ] && [ "$1" != -- ]; then commit="$1"; shift; fi
@@ -30,9 +35,8 @@ sha="$(git -C "$here" rev-parse --verify --quiet "$commit^{commit}")" || {
     say "no commit $commit in $here"
     exit 2
 }
-# A short path: the CLI's suggested commands start with the clone's absolute path, and
-# tests/cli/test_layout.py wants them within 80 columns (with a clone path of more than about 21
-# characters a run id is folded onto a line of its own).
+# A short path, as a habit: the CLI's suggested commands start with the clone's absolute path
+# (they are folded to 80 columns whatever its length, tests/cli/test_layout.py).
 work="$(mktemp -d /tmp/plf.XXXXXX)"
 # The cluster runs as another user when this is root: it must be able to enter the clone's parents.
 chmod 755 "$work"
@@ -42,6 +46,10 @@ git clone --quiet --no-hardlinks "$here" "$work/c" && git -C "$work/c" checkout 
     exit 2
 }
 mkdir "$work/home"
+if [ "${#model_envs[@]}" -gt 0 ]; then
+    mkdir -p "$work/home/.cache/polyloop"
+    for built in "${model_envs[@]}"; do ln -s "${built%/}" "$work/home/.cache/polyloop/"; done
+fi
 say "commit $sha in $work/c, HOME=$work/home, PATH=/usr/bin:/bin: ${command[*]}"
 started="$(date +%s)"
 (cd "$work/c" && env -i "HOME=$work/home" "PATH=/usr/bin:/bin" "${shared[@]}" "${command[@]}")

@@ -49,6 +49,7 @@ from tests.loop_kit import (
     SYNTHETIC,
     Crash,
     CrashingStore,
+    DatedClock,
     Effects,
     MixedExecutor,
     make_request,
@@ -373,6 +374,11 @@ class CutBatchStore:
         return getattr(self.inner, name)
 
 
+#: The start time the first, cut-short try of a fork records (design 0061).
+FIRST_TRY = "2001-01-01T00:00:00+00:00"
+SECOND_TRY = "2002-02-02T02:02:02+00:00"
+
+
 async def test_a_fork_cut_short_is_refused_by_resume_and_completed_by_forking_again(
     stores: Stores,
 ) -> None:
@@ -388,6 +394,7 @@ async def test_a_fork_cut_short_is_refused_by_resume_and_completed_by_forking_ag
                 _request(fork_id, effects),
                 source_run_id=SOURCE,
                 at_step=3,
+                clock=DatedClock(FIRST_TRY),
             )
         left = await stores.open().read_log(fork_id)
         if keep == 0:
@@ -409,12 +416,17 @@ async def test_a_fork_cut_short_is_refused_by_resume_and_completed_by_forking_ag
             _request(fork_id, effects),
             source_run_id=SOURCE,
             at_step=3,
+            clock=DatedClock(SECOND_TRY),
         )
         assert isinstance(result, RunResult)
         assert StopReason.AGENT_FINISHED == result.stop_reason
         log = await stores.open().read_log(fork_id)
         validate_log(log, fork_id)
         assert 4 == len(log.steps)
+        # completed with the records it began with: the start time of the first try (a try
+        # that wrote nothing left none)
+        assert log.started is not None
+        assert (FIRST_TRY if keep else SECOND_TRY) == log.started.started_at
     assert executed == dict(effects.counts)
     # a finished fork is not started twice
     with pytest.raises(RunAlreadyStartedError):

@@ -56,6 +56,7 @@ from polyloop.session._loop import (
     entry_ids,
     leased,
     run_snapshot,
+    started_at,
 )
 from polyloop.session._prompt import Prompt
 from polyloop.session._writes import write_one
@@ -211,6 +212,9 @@ async def _create(
     validate_log(source, source_run_id)
     snapshot = run_snapshot(definition, request, asking.gates)
     in_doubt = _in_doubt_step(source, source_run_id, at_step, in_doubt_observation)
+    existing = await store.read_log(run_id)
+    # A fork cut short by a crash is completed with the records it began with: its start time too.
+    began = existing.started.started_at if existing.started is not None else None
     started = RunStarted(
         run_id,
         snapshot,
@@ -219,6 +223,7 @@ async def _create(
         forked_from_run_id=source_run_id,
         forked_at_step=at_step,
         fork_left_in_doubt=in_doubt,
+        started_at=began if began is not None else started_at(clock),
     )
     forked_request = await resumed_request(store, request, started)
     records: list[BatchedRecord] = [started, *_copied(source, run_id, at_step, in_doubt)]
@@ -247,7 +252,6 @@ async def _create(
         ) from None
     _refuse_ended_prefix(log, forked_request, source_run_id, at_step)
 
-    existing = await store.read_log(run_id)
     if existing == RunLog():
         await _write_all(store, records)
     else:
