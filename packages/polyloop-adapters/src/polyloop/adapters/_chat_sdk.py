@@ -17,7 +17,6 @@ import asyncio
 import contextlib
 import json
 from collections.abc import Collection, Mapping, Sequence
-from types import MappingProxyType
 from typing import Any, Final
 from urllib.parse import urlsplit, urlunsplit
 
@@ -28,9 +27,6 @@ from polyloop.adapters.gateway._client import (
     RESULT_ID_HEADER,
     RUN_ID_HEADER,
     _ascii_json,
-    _check_int,
-    _check_number,
-    _check_tool_options,
     _header_safe,
     _messages_to_wire,
     _retry_after_seconds,
@@ -44,18 +40,14 @@ from polyloop.adapters.gateway._errors import (
     GatewayStatusError,
     GatewayTimeoutError,
 )
+from polyloop.adapters.gateway._options import check_request_options
 from polyloop.adapters.gateway._redaction import Redactor, split_userinfo
 from polyloop.adapters.gateway._reply import ReplyDraft
-from polyloop.errors import ConfigurationError
 from polyloop.ports import ModelCall
 from polyloop.types import ModelReply
 
 __all__ = ["ChatOptions", "SdkChatClient", "plain_payload", "public_endpoint"]
 
-#: The request fields the clients own: extra_body may not set them.
-_RESERVED_BODY_KEYS: Final = frozenset(
-    {"model", "messages", "stream", "stream_options", "metadata", "tools", "parallel_tool_calls"}
-)
 _KEPT_HEADER_PREFIXES: Final = ("retry-after", "x-ratelimit-", "ratelimit")
 _MAX_KEPT_HEADERS: Final = 20
 
@@ -115,69 +107,31 @@ class ChatOptions:
         tool_choice: str | Mapping[str, object] | None,
         parallel_tool_calls: bool | None,
     ) -> None:
-        _check_number("deadline", deadline)
-        if deadline is not None and deadline <= 0:
-            raise ConfigurationError(f"{owner} deadline must be > 0 seconds, got {deadline!r}.")
-        for name, value in (
-            ("temperature", temperature),
-            ("top_p", top_p),
-            ("presence_penalty", presence_penalty),
-            ("frequency_penalty", frequency_penalty),
-        ):
-            _check_number(name, value)
-        _check_int("max_tokens", max_tokens)
-        _check_int("seed", seed)
-        if stop is not None and (
-            isinstance(stop, str) or not all(isinstance(item, str) for item in stop)
-        ):
-            raise ConfigurationError(
-                f"{owner} stop must be a sequence of strings (not one string) or None."
-            )
-        if isinstance(fail_on_finish_reasons, str) or not all(
-            isinstance(reason, str) and reason for reason in fail_on_finish_reasons
-        ):
-            raise ConfigurationError(
-                f"{owner} fail_on_finish_reasons must be a collection of non-empty strings "
-                "(not one string), e.g. ['length', 'content_filter']."
-            )
-        body_extra = dict(extra_body or {})
-        clash = sorted(_RESERVED_BODY_KEYS.intersection(body_extra))
-        if clash:
-            raise ConfigurationError(
-                f"{owner} extra_body may not set {clash}: the client owns those fields (use "
-                "native_tools=True to send the request's tools, and parallel_tool_calls= to "
-                "choose what is asked of the server)."
-            )
-        _check_tool_options(tool_choice, parallel_tool_calls, body_extra)
-        try:
-            json.dumps(body_extra)
-        except (TypeError, ValueError) as error:
-            raise ConfigurationError(
-                f"{owner} extra_body must be JSON-serializable: {error}."
-            ) from None
-        sampling: dict[str, object] = {
-            "temperature": temperature,
-            "top_p": top_p,
-            "max_tokens": max_tokens,
-            "seed": seed,
-            "stop": list(stop) if stop is not None else None,
-            "presence_penalty": presence_penalty,
-            "frequency_penalty": frequency_penalty,
-        }
-        self.sampling: Final[Mapping[str, object]] = MappingProxyType(sampling)
-        self.extra_body: Final[Mapping[str, object]] = MappingProxyType(body_extra)
+        checked = check_request_options(
+            owner,
+            temperature=temperature,
+            top_p=top_p,
+            max_tokens=max_tokens,
+            seed=seed,
+            stop=stop,
+            presence_penalty=presence_penalty,
+            frequency_penalty=frequency_penalty,
+            extra_body=extra_body,
+            deadline=deadline,
+            fail_on_finish_reasons=fail_on_finish_reasons,
+            tool_choice=tool_choice,
+            parallel_tool_calls=parallel_tool_calls,
+        )
+        self.sampling: Final = checked.sampling
+        self.extra_body: Final = checked.extra_body
         self.binding_metadata: Final = bool(binding_metadata)
         self.native_tools: Final = bool(native_tools)
         self.stream: Final = bool(stream)
         self.stream_usage: Final = bool(stream_usage)
-        self.deadline: Final = None if deadline is None else float(deadline)
-        self.fail_on: Final = frozenset(fail_on_finish_reasons)
-        self.tool_choice: Final = (
-            tool_choice
-            if tool_choice is None or isinstance(tool_choice, str)
-            else dict(tool_choice)
-        )
-        self.parallel_tool_calls: Final = parallel_tool_calls
+        self.deadline: Final = checked.deadline
+        self.fail_on: Final = checked.fail_on
+        self.tool_choice: Final = checked.tool_choice
+        self.parallel_tool_calls: Final = checked.parallel_tool_calls
 
     def parameters(self) -> dict[str, str]:
         """The gateway's names and rules: sampling (``unset`` when not sent), ``extra_body.*``,

@@ -31,8 +31,8 @@ from typing import Any, Final
 import openai
 
 from polyloop.adapters._chat_sdk import ChatOptions, SdkChatClient, public_endpoint
-from polyloop.adapters.gateway._client import _check_number
 from polyloop.adapters.gateway._errors import GatewayError
+from polyloop.adapters.gateway._options import check_number
 from polyloop.adapters.gateway._redaction import Redactor, split_userinfo
 from polyloop.errors import ConfigurationError
 from polyloop.types import ModelReply
@@ -101,7 +101,7 @@ class LiteLLMModelClient(SdkChatClient):
             )
         if api_key is not None and not isinstance(api_key, str):
             raise ConfigurationError("LiteLLMModelClient api_key must be a string or None.")
-        _check_number("timeout", timeout)
+        check_number(self.owner, "timeout", timeout)
         if timeout is not None and timeout <= 0:
             raise ConfigurationError(f"LiteLLMModelClient timeout must be > 0, got {timeout!r}.")
         headers = dict(extra_headers or {})

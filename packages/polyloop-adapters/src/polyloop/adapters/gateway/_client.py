@@ -7,7 +7,6 @@ import contextlib
 import email.utils
 import json
 import logging
-import math
 import os
 import time
 from collections.abc import AsyncIterator, Collection, Mapping, Sequence
@@ -27,6 +26,7 @@ from polyloop.adapters.gateway._errors import (
     GatewayStatusError,
     GatewayTimeoutError,
 )
+from polyloop.adapters.gateway._options import check_int, check_number, check_request_options
 from polyloop.adapters.gateway._redaction import Redactor, split_userinfo
 from polyloop.adapters.gateway._reply import ReplyDraft
 from polyloop.adapters.tool_calls import parse_tool_calls
@@ -66,9 +66,6 @@ API_KEY_VARIABLE: Final = "POLYLOOP_API_KEY"
 #: How many characters of an error response body an error keeps.
 BODY_EXCERPT_CHARS: Final = 500
 
-_RESERVED_BODY_KEYS: Final = frozenset(
-    {"model", "messages", "stream", "stream_options", "metadata", "tools", "parallel_tool_calls"}
-)
 #: Response headers a failed call keeps (a layer above backs off on them).
 _KEPT_HEADER_PREFIXES: Final = ("retry-after", "x-ratelimit-", "ratelimit")
 _MAX_KEPT_HEADERS: Final = 20
@@ -139,53 +136,6 @@ def _header_safe(text: str) -> str:
     if text.isascii() and text.isprintable() and text == text.strip():
         return text
     return _ascii_json(text)[1:-1]
-
-
-def _check_number(name: str, value: float | None) -> None:
-    if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise ConfigurationError(
-            f"GatewayModelClient {name} must be a finite number or None, got {value!r}."
-        )
-
-
-def _check_int(name: str, value: int | None) -> None:
-    if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigurationError(
-            f"GatewayModelClient {name} must be an int or None, got {value!r}."
-        )
-
-
-def _check_tool_options(
-    tool_choice: object, parallel_tool_calls: object, body_extra: Mapping[str, object]
-) -> None:
-    if tool_choice is not None:
-        if not isinstance(tool_choice, str | Mapping) or tool_choice == "":
-            raise ConfigurationError(
-                f"GatewayModelClient tool_choice must be a non-empty string ('auto', 'required', "
-                f"'none') or a mapping (e.g. {{'type': 'function', 'function': {{'name': "
-                f"'read_file'}}}}), or None, got {tool_choice!r}."
-            )
-        if "tool_choice" in body_extra:
-            raise ConfigurationError(
-                "GatewayModelClient got tool_choice both as an argument and in extra_body; "
-                "pass it once (the tool_choice argument)."
-            )
-        try:
-            json.dumps(tool_choice)
-        except (TypeError, ValueError) as error:
-            raise ConfigurationError(
-                f"GatewayModelClient tool_choice must be JSON-serializable: {error}."
-            ) from None
-    if parallel_tool_calls is not None and not isinstance(parallel_tool_calls, bool):
-        raise ConfigurationError(
-            "GatewayModelClient parallel_tool_calls must be False (the default: ask for at most "
-            "one call per reply), True, or None (send nothing, for servers that reject the "
-            f"field), got {parallel_tool_calls!r}."
-        )
 
 
 def _describe(error: BaseException) -> str:
@@ -287,56 +237,30 @@ class GatewayModelClient:
             raise ConfigurationError("GatewayModelClient model must be a non-empty string.")
         if api_key is not None and not isinstance(api_key, str):
             raise ConfigurationError("GatewayModelClient api_key must be a string or None.")
-        for name, number in (
-            ("timeout", timeout),
-            ("connect_timeout", connect_timeout),
-            ("deadline", deadline),
-        ):
-            _check_number(name, number)
+        for name, number in (("timeout", timeout), ("connect_timeout", connect_timeout)):
+            check_number("GatewayModelClient", name, number)
             if number is not None and number <= 0:
                 raise ConfigurationError(
                     f"GatewayModelClient {name} must be > 0 seconds, got {number!r}."
                 )
-        for name, value in (
-            ("temperature", temperature),
-            ("top_p", top_p),
-            ("presence_penalty", presence_penalty),
-            ("frequency_penalty", frequency_penalty),
-        ):
-            _check_number(name, value)
-        _check_int("max_tokens", max_tokens)
-        _check_int("seed", seed)
-        _check_int("max_connections", max_connections)
+        check_int("GatewayModelClient", "max_connections", max_connections)
         if max_connections < 1:
             raise ConfigurationError("GatewayModelClient max_connections must be >= 1.")
-        if stop is not None and (
-            isinstance(stop, str) or not all(isinstance(item, str) for item in stop)
-        ):
-            raise ConfigurationError(
-                "GatewayModelClient stop must be a sequence of strings (not one string) or None."
-            )
-        if isinstance(fail_on_finish_reasons, str) or not all(
-            isinstance(reason, str) and reason for reason in fail_on_finish_reasons
-        ):
-            raise ConfigurationError(
-                "GatewayModelClient fail_on_finish_reasons must be a collection of non-empty "
-                "strings (not one string), e.g. ['length', 'content_filter']."
-            )
-        body_extra = dict(extra_body or {})
-        clash = sorted(_RESERVED_BODY_KEYS.intersection(body_extra))
-        if clash:
-            raise ConfigurationError(
-                f"GatewayModelClient extra_body may not set {clash}: the client owns those fields "
-                "(use native_tools=True to send the request's tools, and parallel_tool_calls= "
-                "to choose what is asked of the server)."
-            )
-        _check_tool_options(tool_choice, parallel_tool_calls, body_extra)
-        try:
-            json.dumps(body_extra)
-        except (TypeError, ValueError) as error:
-            raise ConfigurationError(
-                f"GatewayModelClient extra_body must be JSON-serializable: {error}."
-            ) from None
+        options = check_request_options(
+            "GatewayModelClient",
+            temperature=temperature,
+            top_p=top_p,
+            max_tokens=max_tokens,
+            seed=seed,
+            stop=stop,
+            presence_penalty=presence_penalty,
+            frequency_penalty=frequency_penalty,
+            extra_body=extra_body,
+            deadline=deadline,
+            fail_on_finish_reasons=fail_on_finish_reasons,
+            tool_choice=tool_choice,
+            parallel_tool_calls=parallel_tool_calls,
+        )
         headers = dict(extra_headers or {})
         if not all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items()):
             raise ConfigurationError("GatewayModelClient extra_headers must map str to str.")
@@ -355,30 +279,17 @@ class GatewayModelClient:
         self._model: Final = model
         self._timeout: Final = float(timeout)
         self._connect_timeout: Final = float(connect_timeout)
-        self._deadline: Final = None if deadline is None else float(deadline)
+        self._deadline: Final = options.deadline
         self._max_connections: Final = max_connections
         self._binding_metadata: Final = bool(binding_metadata)
         self._native_tools: Final = bool(native_tools)
         self._stream: Final = bool(stream)
         self._stream_usage: Final = bool(stream_usage)
-        self._fail_on: Final = frozenset(fail_on_finish_reasons)
-        self._tool_choice: Final = (
-            tool_choice
-            if tool_choice is None or isinstance(tool_choice, str)
-            else dict(tool_choice)
-        )
-        self._parallel_tool_calls: Final = parallel_tool_calls
-        sampling: dict[str, object] = {
-            "temperature": temperature,
-            "top_p": top_p,
-            "max_tokens": max_tokens,
-            "seed": seed,
-            "stop": list(stop) if stop is not None else None,
-            "presence_penalty": presence_penalty,
-            "frequency_penalty": frequency_penalty,
-        }
-        self._sampling: Final[Mapping[str, object]] = MappingProxyType(sampling)
-        self._extra_body: Final[Mapping[str, object]] = MappingProxyType(body_extra)
+        self._fail_on: Final = options.fail_on
+        self._tool_choice: Final = options.tool_choice
+        self._parallel_tool_calls: Final = options.parallel_tool_calls
+        self._sampling: Final = options.sampling
+        self._extra_body: Final = options.extra_body
         self._extra_header_names: Final = tuple(sorted(headers))
         # The key lives only inside this header mapping (httpx masks Authorization in reprs).
         if api_key:
