@@ -74,3 +74,9 @@ def test_good_options_are_kept_as_given(owner: str) -> None:
     assert params["parallel_tool_calls"] == "unset"
     assert params["fail_on_finish_reasons"] == '["length"]'
     assert params["seed"] == "unset"
+
+
+@pytest.mark.parametrize("owner", sorted(CLIENTS))
+def test_an_unknown_option_is_refused_naming_the_client(owner: str) -> None:
+    with pytest.raises(TypeError, match=rf"^{owner}\.__init__\(\) got an unexpected keyword "):
+        CLIENTS[owner](temprature=0.5)

@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import json
 from collections.abc import Collection, Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, TypedDict
 from urllib.parse import urlsplit, urlunsplit
 
 from polyloop.adapters.gateway._client import (
@@ -46,7 +46,14 @@ from polyloop.adapters.gateway._reply import ReplyDraft
 from polyloop.ports import ModelCall
 from polyloop.types import ModelReply
 
-__all__ = ["ChatOptions", "SdkChatClient", "plain_payload", "public_endpoint"]
+__all__ = [
+    "ChatOptionArguments",
+    "ChatOptions",
+    "SdkChatClient",
+    "chat_options",
+    "plain_payload",
+    "public_endpoint",
+]
 
 _KEPT_HEADER_PREFIXES: Final = ("retry-after", "x-ratelimit-", "ratelimit")
 _MAX_KEPT_HEADERS: Final = 20
@@ -66,6 +73,29 @@ def plain_payload(value: object) -> object:
     if callable(dump):
         return dump()
     return value
+
+
+class ChatOptionArguments(TypedDict, total=False):
+    """The keyword arguments of the gateway (:class:`~polyloop.adapters.gateway.GatewayModelClient`)
+    that an SDK-backed client takes too, with the same meaning and defaults (:class:`ChatOptions`
+    holds the defaults)."""
+
+    temperature: float | None
+    top_p: float | None
+    max_tokens: int | None
+    seed: int | None
+    stop: Sequence[str] | None
+    presence_penalty: float | None
+    frequency_penalty: float | None
+    extra_body: Mapping[str, object] | None
+    binding_metadata: bool
+    native_tools: bool
+    stream: bool
+    stream_usage: bool
+    deadline: float | None
+    fail_on_finish_reasons: Collection[str]
+    tool_choice: str | Mapping[str, object] | None
+    parallel_tool_calls: bool | None
 
 
 class ChatOptions:
@@ -90,22 +120,22 @@ class ChatOptions:
         self,
         owner: str,
         *,
-        temperature: float | None,
-        top_p: float | None,
-        max_tokens: int | None,
-        seed: int | None,
-        stop: Sequence[str] | None,
-        presence_penalty: float | None,
-        frequency_penalty: float | None,
-        extra_body: Mapping[str, object] | None,
-        binding_metadata: bool,
-        native_tools: bool,
-        stream: bool,
-        stream_usage: bool,
-        deadline: float | None,
-        fail_on_finish_reasons: Collection[str],
-        tool_choice: str | Mapping[str, object] | None,
-        parallel_tool_calls: bool | None,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        max_tokens: int | None = None,
+        seed: int | None = None,
+        stop: Sequence[str] | None = None,
+        presence_penalty: float | None = None,
+        frequency_penalty: float | None = None,
+        extra_body: Mapping[str, object] | None = None,
+        binding_metadata: bool = False,
+        native_tools: bool = False,
+        stream: bool = False,
+        stream_usage: bool = True,
+        deadline: float | None = None,
+        fail_on_finish_reasons: Collection[str] = (),
+        tool_choice: str | Mapping[str, object] | None = None,
+        parallel_tool_calls: bool | None = False,
     ) -> None:
         checked = check_request_options(
             owner,
@@ -183,6 +213,15 @@ class ChatOptions:
             RESULT_ID_HEADER: _header_safe(call.result_id),
         }
         return arguments
+
+
+def chat_options(owner: str, options: ChatOptionArguments) -> ChatOptions:
+    """The options a client was given as ``**options``; an unknown name is refused as Python
+    refuses it in a signature, naming the client rather than :class:`ChatOptions`."""
+    for name in options:
+        if name not in ChatOptionArguments.__optional_keys__:
+            raise TypeError(f"{owner}.__init__() got an unexpected keyword argument {name!r}")
+    return ChatOptions(owner, **options)
 
 
 class SdkChatClient:
