@@ -21,20 +21,17 @@ from typing import Any, Final, TypedDict
 from urllib.parse import urlsplit, urlunsplit
 
 from polyloop.adapters.gateway._client import (
-    BINDING_HEADER,
     BODY_EXCERPT_CHARS,
-    CALL_INDEX_HEADER,
-    RESULT_ID_HEADER,
-    RUN_ID_HEADER,
     _ascii_json,
-    _header_safe,
+    _call_headers,
+    _kept_headers,
+    _kept_or_refused,
     _messages_to_wire,
     _retry_after_seconds,
 )
 from polyloop.adapters.gateway._errors import (
     GatewayConnectionError,
     GatewayError,
-    GatewayFinishReasonError,
     GatewayIncompleteStreamError,
     GatewayMalformedResponseError,
     GatewayStatusError,
@@ -54,9 +51,6 @@ __all__ = [
     "plain_payload",
     "public_endpoint",
 ]
-
-_KEPT_HEADER_PREFIXES: Final = ("retry-after", "x-ratelimit-", "ratelimit")
-_MAX_KEPT_HEADERS: Final = 20
 
 
 def public_endpoint(url: str) -> str:
@@ -206,12 +200,7 @@ class ChatOptions:
             body["metadata"] = dict(call.binding)
         if body:
             arguments["extra_body"] = body
-        arguments["extra_headers"] = {
-            BINDING_HEADER: _ascii_json(dict(call.binding)),
-            RUN_ID_HEADER: _header_safe(call.run_id),
-            CALL_INDEX_HEADER: str(call.call_index),
-            RESULT_ID_HEADER: _header_safe(call.result_id),
-        }
+        arguments["extra_headers"] = _call_headers(call)
         return arguments
 
 
@@ -260,12 +249,7 @@ class SdkChatClient:
         self, where: str, status: int, body: str, headers: Mapping[str, str]
     ) -> GatewayError:
         """The gateway's :class:`GatewayStatusError` for an SDK's status failure."""
-        kept = {
-            name.lower(): value
-            for name, value in headers.items()
-            if name.lower().startswith(_KEPT_HEADER_PREFIXES)
-        }
-        kept = {name: self._redact(kept[name]) for name in sorted(kept)[:_MAX_KEPT_HEADERS]}
+        kept = _kept_headers(headers, self._redact)
         retry_after = _retry_after_seconds(kept)
         hint = "" if retry_after is None else f" The server asks to retry after {retry_after:g} s."
         return self._failure(
@@ -384,17 +368,8 @@ class SdkChatClient:
                 f"The stream of model call {where} ended without a finish reason after "
                 f"{len(''.join(draft.text))} characters of content: the reply may be cut off.",
             )
-        reply = self._adjusted(draft.reply())
-        reason = reply.finish_reason
-        if reason is None or reason not in self._options.fail_on:
-            return reply
-        advice = " (cut off at max_tokens: raise it)" if reason == "length" else ""
-        return self._failure(
-            GatewayFinishReasonError,
-            f"Model call to {where} ended with finish_reason {reason!r}{advice}; this client "
-            "treats that as a failure (fail_on_finish_reasons).",
-            finish_reason=reason,
-            reply=reply,
+        return _kept_or_refused(
+            self._adjusted(draft.reply()), self._options.fail_on, where, self._failure
         )
 
     def _adjusted(self, reply: ModelReply) -> ModelReply:

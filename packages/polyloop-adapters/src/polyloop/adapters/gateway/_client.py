@@ -9,7 +9,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import AsyncIterator, Collection, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from types import MappingProxyType, TracebackType
 from typing import Any, Final
 
@@ -136,6 +136,47 @@ def _header_safe(text: str) -> str:
     if text.isascii() and text.isprintable() and text == text.strip():
         return text
     return _ascii_json(text)[1:-1]
+
+
+def _call_headers(call: ModelCall) -> dict[str, str]:
+    """The ``X-PolyLoop-*`` headers of one call."""
+    return {
+        BINDING_HEADER: _ascii_json(dict(call.binding)),
+        RUN_ID_HEADER: _header_safe(call.run_id),
+        CALL_INDEX_HEADER: str(call.call_index),
+        RESULT_ID_HEADER: _header_safe(call.result_id),
+    }
+
+
+def _kept_headers(headers: Mapping[str, str], redact: Redactor) -> dict[str, str]:
+    """The response headers a failure keeps (lower-cased, redacted, at most a few)."""
+    kept = {
+        name.lower(): value
+        for name, value in headers.items()
+        if name.lower().startswith(_KEPT_HEADER_PREFIXES)
+    }
+    return {name: redact(kept[name]) for name in sorted(kept)[:_MAX_KEPT_HEADERS]}
+
+
+def _kept_or_refused(
+    reply: ModelReply,
+    fail_on: frozenset[str],
+    where: str,
+    failure: Callable[..., GatewayError],
+) -> ModelReply | GatewayError:
+    """``reply``, or the :class:`GatewayFinishReasonError` (built by the client's ``failure``)
+    when its finish reason is one of ``fail_on``."""
+    reason = reply.finish_reason
+    if reason is None or reason not in fail_on:
+        return reply
+    advice = " (cut off at max_tokens: raise it)" if reason == "length" else ""
+    return failure(
+        GatewayFinishReasonError,
+        f"Model call to {where} ended with finish_reason {reason!r}{advice}; this client "
+        "treats that as a failure (fail_on_finish_reasons).",
+        finish_reason=reason,
+        reply=reply,
+    )
 
 
 def _describe(error: BaseException) -> str:
@@ -413,14 +454,6 @@ class GatewayModelClient:
                 body["parallel_tool_calls"] = self._parallel_tool_calls
         return body
 
-    def _call_headers(self, call: ModelCall) -> dict[str, str]:
-        return {
-            BINDING_HEADER: _ascii_json(dict(call.binding)),
-            RUN_ID_HEADER: _header_safe(call.run_id),
-            CALL_INDEX_HEADER: str(call.call_index),
-            RESULT_ID_HEADER: _header_safe(call.result_id),
-        }
-
     async def call(self, call: ModelCall) -> ModelReply:
         """Make one chat-completions request and read the reply. Raises :class:`GatewayError`."""
         client = self._http()
@@ -458,7 +491,7 @@ class GatewayModelClient:
         self, client: httpx.AsyncClient, call: ModelCall, where: str
     ) -> ModelReply | GatewayError:
         """The HTTP request and its reply, or the failure (returned, not raised)."""
-        body, headers = self._body(call), self._call_headers(call)
+        body, headers = self._body(call), _call_headers(call)
         try:
             if not self._stream:
                 response = await client.post(self._url, json=body, headers=headers)
@@ -500,12 +533,7 @@ class GatewayModelClient:
         return self._redact(text)[:BODY_EXCERPT_CHARS]
 
     def _status_failure(self, response: httpx.Response, text: str, where: str) -> GatewayError:
-        kept = {
-            name.lower(): value
-            for name, value in response.headers.items()
-            if name.lower().startswith(_KEPT_HEADER_PREFIXES)
-        }
-        kept = {name: self._redact(kept[name]) for name in sorted(kept)[:_MAX_KEPT_HEADERS]}
+        kept = _kept_headers(response.headers, self._redact)
         retry_after = _retry_after_seconds(kept)
         hint = "" if retry_after is None else f" The gateway asks to retry after {retry_after:g} s."
         return self._failure(
@@ -584,15 +612,4 @@ class GatewayModelClient:
         )
 
     def _finished(self, draft: ReplyDraft, where: str) -> ModelReply | GatewayError:
-        reply = draft.reply()
-        reason = reply.finish_reason
-        if reason is None or reason not in self._fail_on:
-            return reply
-        advice = " (cut off at max_tokens: raise it)" if reason == "length" else ""
-        return self._failure(
-            GatewayFinishReasonError,
-            f"Model call to {where} ended with finish_reason {reason!r}{advice}; this client "
-            "treats that as a failure (fail_on_finish_reasons).",
-            finish_reason=reason,
-            reply=reply,
-        )
+        return _kept_or_refused(draft.reply(), self._fail_on, where, self._failure)
