@@ -22,7 +22,6 @@ from urllib.parse import urlsplit, urlunsplit
 
 from polyloop.adapters.gateway._client import (
     BODY_EXCERPT_CHARS,
-    _ascii_json,
     _call_headers,
     _kept_headers,
     _kept_or_refused,
@@ -37,7 +36,7 @@ from polyloop.adapters.gateway._errors import (
     GatewayStatusError,
     GatewayTimeoutError,
 )
-from polyloop.adapters.gateway._options import check_request_options
+from polyloop.adapters.gateway._options import check_request_options, option_parameters
 from polyloop.adapters.gateway._redaction import Redactor, split_userinfo
 from polyloop.adapters.gateway._reply import ReplyDraft
 from polyloop.ports import ModelCall
@@ -97,18 +96,7 @@ class ChatOptions:
     checks them (same messages). Transport options (timeouts, connection pool, static headers,
     proxies) belong to the SDK's own client and are not repeated here."""
 
-    __slots__ = (
-        "binding_metadata",
-        "deadline",
-        "extra_body",
-        "fail_on",
-        "native_tools",
-        "parallel_tool_calls",
-        "sampling",
-        "stream",
-        "stream_usage",
-        "tool_choice",
-    )
+    __slots__ = ("binding_metadata", "checked", "native_tools", "stream", "stream_usage")
 
     def __init__(
         self,
@@ -146,35 +134,18 @@ class ChatOptions:
             tool_choice=tool_choice,
             parallel_tool_calls=parallel_tool_calls,
         )
-        self.sampling: Final = checked.sampling
-        self.extra_body: Final = checked.extra_body
+        self.checked: Final = checked
         self.binding_metadata: Final = bool(binding_metadata)
         self.native_tools: Final = bool(native_tools)
         self.stream: Final = bool(stream)
         self.stream_usage: Final = bool(stream_usage)
-        self.deadline: Final = checked.deadline
-        self.fail_on: Final = checked.fail_on
-        self.tool_choice: Final = checked.tool_choice
-        self.parallel_tool_calls: Final = checked.parallel_tool_calls
 
     def parameters(self) -> dict[str, str]:
         """The gateway's names and rules: sampling (``unset`` when not sent), ``extra_body.*``,
         the binding forwarding, and the tool options only when not their defaults."""
-        params: dict[str, str] = {}
-        for name, value in self.sampling.items():
-            params[name] = "unset" if value is None else _ascii_json(value)
-        for name, value in sorted(self.extra_body.items()):
-            params[f"extra_body.{name}"] = _ascii_json(value)
-        params["binding_forwarding"] = "header+metadata" if self.binding_metadata else "header"
-        if self.native_tools:
-            params["native_tools"] = "true"
-        if self.fail_on:
-            params["fail_on_finish_reasons"] = _ascii_json(sorted(self.fail_on))
-        if self.tool_choice is not None:
-            params["tool_choice"] = _ascii_json(self.tool_choice)
-        if self.parallel_tool_calls is not False:
-            params["parallel_tool_calls"] = "unset" if self.parallel_tool_calls is None else "true"
-        return params
+        return option_parameters(
+            self.checked, binding_metadata=self.binding_metadata, native_tools=self.native_tools
+        )
 
     def request(self, call: ModelCall) -> dict[str, Any]:
         """The keyword arguments of one SDK call: everything but ``model`` and transport."""
@@ -184,18 +155,18 @@ class ChatOptions:
         }
         if self.stream and self.stream_usage:
             arguments["stream_options"] = {"include_usage": True}
-        for name, value in self.sampling.items():
+        for name, value in self.checked.sampling.items():
             if value is not None:
                 arguments[name] = value
         if self.native_tools and call.tools:
             arguments["tools"] = [
                 {"type": "function", "function": dict(tool)} for tool in call.tools
             ]
-            if self.tool_choice is not None:
-                arguments["tool_choice"] = self.tool_choice
-            if self.parallel_tool_calls is not None:
-                arguments["parallel_tool_calls"] = self.parallel_tool_calls
-        body = dict(self.extra_body)
+            if self.checked.tool_choice is not None:
+                arguments["tool_choice"] = self.checked.tool_choice
+            if self.checked.parallel_tool_calls is not None:
+                arguments["parallel_tool_calls"] = self.checked.parallel_tool_calls
+        body = dict(self.checked.extra_body)
         if self.binding_metadata:
             body["metadata"] = dict(call.binding)
         if body:
@@ -291,7 +262,7 @@ class SdkChatClient:
         )
         arguments = self._options.request(call)
         outcome: ModelReply | GatewayError
-        deadline = self._options.deadline
+        deadline = self._options.checked.deadline
         try:
             if deadline is None:
                 outcome = await self._exchange(arguments, where)
@@ -369,7 +340,7 @@ class SdkChatClient:
                 f"{len(''.join(draft.text))} characters of content: the reply may be cut off.",
             )
         return _kept_or_refused(
-            self._adjusted(draft.reply()), self._options.fail_on, where, self._failure
+            self._adjusted(draft.reply()), self._options.checked.fail_on, where, self._failure
         )
 
     def _adjusted(self, reply: ModelReply) -> ModelReply:

@@ -26,7 +26,13 @@ from polyloop.adapters.gateway._errors import (
     GatewayStatusError,
     GatewayTimeoutError,
 )
-from polyloop.adapters.gateway._options import check_int, check_number, check_request_options
+from polyloop.adapters.gateway._options import (
+    _ascii_json,
+    check_int,
+    check_number,
+    check_request_options,
+    option_parameters,
+)
 from polyloop.adapters.gateway._redaction import Redactor, split_userinfo
 from polyloop.adapters.gateway._reply import ReplyDraft
 from polyloop.adapters.tool_calls import parse_tool_calls
@@ -125,10 +131,6 @@ def _native_call(text: str, call_id: str) -> dict[str, Any] | None:
             }
         ],
     }
-
-
-def _ascii_json(value: object) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
 
 
 def _header_safe(text: str) -> str:
@@ -320,17 +322,12 @@ class GatewayModelClient:
         self._model: Final = model
         self._timeout: Final = float(timeout)
         self._connect_timeout: Final = float(connect_timeout)
-        self._deadline: Final = options.deadline
         self._max_connections: Final = max_connections
         self._binding_metadata: Final = bool(binding_metadata)
         self._native_tools: Final = bool(native_tools)
         self._stream: Final = bool(stream)
         self._stream_usage: Final = bool(stream_usage)
-        self._fail_on: Final = options.fail_on
-        self._tool_choice: Final = options.tool_choice
-        self._parallel_tool_calls: Final = options.parallel_tool_calls
-        self._sampling: Final = options.sampling
-        self._extra_body: Final = options.extra_body
+        self._options: Final = options
         self._extra_header_names: Final = tuple(sorted(headers))
         # The key lives only inside this header mapping (httpx masks Authorization in reprs).
         if api_key:
@@ -415,20 +412,14 @@ class GatewayModelClient:
             "base_url": self._base_url,
             "model": self._model,
         }
-        for name, value in self._sampling.items():
-            params[name] = "unset" if value is None else _ascii_json(value)
-        for name, value in sorted(self._extra_body.items()):
-            params[f"extra_body.{name}"] = _ascii_json(value)
-        params["extra_header_names"] = ",".join(self._extra_header_names)
-        params["binding_forwarding"] = "header+metadata" if self._binding_metadata else "header"
-        if self._native_tools:
-            params["native_tools"] = "true"
-        if self._fail_on:
-            params["fail_on_finish_reasons"] = _ascii_json(sorted(self._fail_on))
-        if self._tool_choice is not None:
-            params["tool_choice"] = _ascii_json(self._tool_choice)
-        if self._parallel_tool_calls is not False:
-            params["parallel_tool_calls"] = "unset" if self._parallel_tool_calls is None else "true"
+        params.update(
+            option_parameters(
+                self._options,
+                binding_metadata=self._binding_metadata,
+                native_tools=self._native_tools,
+                extra_header_names=self._extra_header_names,
+            )
+        )
         return params
 
     def _body(self, call: ModelCall) -> dict[str, Any]:
@@ -439,19 +430,19 @@ class GatewayModelClient:
         }
         if self._stream and self._stream_usage:
             body["stream_options"] = {"include_usage": True}
-        for name, value in self._sampling.items():
+        for name, value in self._options.sampling.items():
             if value is not None:
                 body[name] = value
-        body.update(self._extra_body)
+        body.update(self._options.extra_body)
         if self._binding_metadata:
             body["metadata"] = dict(call.binding)
         if self._native_tools and call.tools:
             body["tools"] = [{"type": "function", "function": dict(tool)} for tool in call.tools]
             # Only beside tools: OpenAI refuses both fields in a request without tools.
-            if self._tool_choice is not None:
-                body["tool_choice"] = self._tool_choice
-            if self._parallel_tool_calls is not None:
-                body["parallel_tool_calls"] = self._parallel_tool_calls
+            if self._options.tool_choice is not None:
+                body["tool_choice"] = self._options.tool_choice
+            if self._options.parallel_tool_calls is not None:
+                body["parallel_tool_calls"] = self._options.parallel_tool_calls
         return body
 
     async def call(self, call: ModelCall) -> ModelReply:
@@ -467,7 +458,7 @@ class GatewayModelClient:
             outcome = self._failure(
                 GatewayTimeoutError,
                 f"Model call to {where} did not finish within its deadline of "
-                f"{self._deadline:g} s. Nothing was retried; raise the deadline or stream.",
+                f"{self._options.deadline:g} s. Nothing was retried; raise the deadline or stream.",
                 phase="deadline",
             )
         # Raised outside the except blocks: a transport exception (which holds the request and
@@ -481,10 +472,10 @@ class GatewayModelClient:
 
     @contextlib.asynccontextmanager
     async def _within_deadline(self) -> AsyncIterator[None]:
-        if self._deadline is None:
+        if self._options.deadline is None:
             yield
             return
-        async with asyncio.timeout(self._deadline):
+        async with asyncio.timeout(self._options.deadline):
             yield
 
     async def _exchange(
@@ -612,4 +603,4 @@ class GatewayModelClient:
         )
 
     def _finished(self, draft: ReplyDraft, where: str) -> ModelReply | GatewayError:
-        return _kept_or_refused(draft.reply(), self._fail_on, where, self._failure)
+        return _kept_or_refused(draft.reply(), self._options.fail_on, where, self._failure)

@@ -12,7 +12,13 @@ from typing import Final
 
 from polyloop.errors import ConfigurationError
 
-__all__ = ["RequestOptions", "check_int", "check_number", "check_request_options"]
+__all__ = [
+    "RequestOptions",
+    "check_int",
+    "check_number",
+    "check_request_options",
+    "option_parameters",
+]
 
 #: The request fields the clients own: extra_body may not set them.
 RESERVED_BODY_KEYS: Final = frozenset(
@@ -155,3 +161,37 @@ def check_request_options(
         ),
         parallel_tool_calls=parallel_tool_calls,
     )
+
+
+def _ascii_json(value: object) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
+def option_parameters(
+    options: RequestOptions,
+    *,
+    binding_metadata: bool,
+    native_tools: bool,
+    extra_header_names: Sequence[str] | None = None,
+) -> dict[str, str]:
+    """The options as ``parameters()`` reports them: sampling (``unset`` when not sent),
+    ``extra_body.*``, the binding forwarding, and the tool options only when not their defaults
+    (so snapshots recorded before they existed stay valid). ``extra_header_names`` (the
+    gateway's) goes before the binding forwarding, where the gateway has always put it."""
+    params: dict[str, str] = {}
+    for name, value in options.sampling.items():
+        params[name] = "unset" if value is None else _ascii_json(value)
+    for name, value in sorted(options.extra_body.items()):
+        params[f"extra_body.{name}"] = _ascii_json(value)
+    if extra_header_names is not None:
+        params["extra_header_names"] = ",".join(extra_header_names)
+    params["binding_forwarding"] = "header+metadata" if binding_metadata else "header"
+    if native_tools:
+        params["native_tools"] = "true"
+    if options.fail_on:
+        params["fail_on_finish_reasons"] = _ascii_json(sorted(options.fail_on))
+    if options.tool_choice is not None:
+        params["tool_choice"] = _ascii_json(options.tool_choice)
+    if options.parallel_tool_calls is not False:
+        params["parallel_tool_calls"] = "unset" if options.parallel_tool_calls is None else "true"
+    return params
