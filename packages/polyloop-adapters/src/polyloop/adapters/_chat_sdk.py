@@ -17,47 +17,39 @@ import asyncio
 import contextlib
 import json
 from collections.abc import Collection, Mapping, Sequence
-from types import MappingProxyType
-from typing import Any, Final
+from typing import Any, Final, TypedDict
 from urllib.parse import urlsplit, urlunsplit
 
 from polyloop.adapters.gateway._client import (
-    BINDING_HEADER,
     BODY_EXCERPT_CHARS,
-    CALL_INDEX_HEADER,
-    RESULT_ID_HEADER,
-    RUN_ID_HEADER,
-    _ascii_json,
-    _check_int,
-    _check_number,
-    _check_tool_options,
-    _header_safe,
+    _call_headers,
+    _kept_headers,
+    _kept_or_refused,
     _messages_to_wire,
     _retry_after_seconds,
 )
 from polyloop.adapters.gateway._errors import (
     GatewayConnectionError,
     GatewayError,
-    GatewayFinishReasonError,
     GatewayIncompleteStreamError,
     GatewayMalformedResponseError,
     GatewayStatusError,
     GatewayTimeoutError,
 )
+from polyloop.adapters.gateway._options import check_request_options, option_parameters
 from polyloop.adapters.gateway._redaction import Redactor, split_userinfo
 from polyloop.adapters.gateway._reply import ReplyDraft
-from polyloop.errors import ConfigurationError
 from polyloop.ports import ModelCall
 from polyloop.types import ModelReply
 
-__all__ = ["ChatOptions", "SdkChatClient", "plain_payload", "public_endpoint"]
-
-#: The request fields the clients own: extra_body may not set them.
-_RESERVED_BODY_KEYS: Final = frozenset(
-    {"model", "messages", "stream", "stream_options", "metadata", "tools", "parallel_tool_calls"}
-)
-_KEPT_HEADER_PREFIXES: Final = ("retry-after", "x-ratelimit-", "ratelimit")
-_MAX_KEPT_HEADERS: Final = 20
+__all__ = [
+    "ChatOptionArguments",
+    "ChatOptions",
+    "SdkChatClient",
+    "chat_options",
+    "plain_payload",
+    "public_endpoint",
+]
 
 
 def public_endpoint(url: str) -> str:
@@ -76,127 +68,84 @@ def plain_payload(value: object) -> object:
     return value
 
 
+class ChatOptionArguments(TypedDict, total=False):
+    """The keyword arguments of the gateway (:class:`~polyloop.adapters.gateway.GatewayModelClient`)
+    that an SDK-backed client takes too, with the same meaning and defaults (:class:`ChatOptions`
+    holds the defaults)."""
+
+    temperature: float | None
+    top_p: float | None
+    max_tokens: int | None
+    seed: int | None
+    stop: Sequence[str] | None
+    presence_penalty: float | None
+    frequency_penalty: float | None
+    extra_body: Mapping[str, object] | None
+    binding_metadata: bool
+    native_tools: bool
+    stream: bool
+    stream_usage: bool
+    deadline: float | None
+    fail_on_finish_reasons: Collection[str]
+    tool_choice: str | Mapping[str, object] | None
+    parallel_tool_calls: bool | None
+
+
 class ChatOptions:
     """The gateway's request options an SDK-backed client honours, checked as the gateway
     checks them (same messages). Transport options (timeouts, connection pool, static headers,
     proxies) belong to the SDK's own client and are not repeated here."""
 
-    __slots__ = (
-        "binding_metadata",
-        "deadline",
-        "extra_body",
-        "fail_on",
-        "native_tools",
-        "parallel_tool_calls",
-        "sampling",
-        "stream",
-        "stream_usage",
-        "tool_choice",
-    )
+    __slots__ = ("binding_metadata", "checked", "native_tools", "stream", "stream_usage")
 
     def __init__(
         self,
         owner: str,
         *,
-        temperature: float | None,
-        top_p: float | None,
-        max_tokens: int | None,
-        seed: int | None,
-        stop: Sequence[str] | None,
-        presence_penalty: float | None,
-        frequency_penalty: float | None,
-        extra_body: Mapping[str, object] | None,
-        binding_metadata: bool,
-        native_tools: bool,
-        stream: bool,
-        stream_usage: bool,
-        deadline: float | None,
-        fail_on_finish_reasons: Collection[str],
-        tool_choice: str | Mapping[str, object] | None,
-        parallel_tool_calls: bool | None,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        max_tokens: int | None = None,
+        seed: int | None = None,
+        stop: Sequence[str] | None = None,
+        presence_penalty: float | None = None,
+        frequency_penalty: float | None = None,
+        extra_body: Mapping[str, object] | None = None,
+        binding_metadata: bool = False,
+        native_tools: bool = False,
+        stream: bool = False,
+        stream_usage: bool = True,
+        deadline: float | None = None,
+        fail_on_finish_reasons: Collection[str] = (),
+        tool_choice: str | Mapping[str, object] | None = None,
+        parallel_tool_calls: bool | None = False,
     ) -> None:
-        _check_number("deadline", deadline)
-        if deadline is not None and deadline <= 0:
-            raise ConfigurationError(f"{owner} deadline must be > 0 seconds, got {deadline!r}.")
-        for name, value in (
-            ("temperature", temperature),
-            ("top_p", top_p),
-            ("presence_penalty", presence_penalty),
-            ("frequency_penalty", frequency_penalty),
-        ):
-            _check_number(name, value)
-        _check_int("max_tokens", max_tokens)
-        _check_int("seed", seed)
-        if stop is not None and (
-            isinstance(stop, str) or not all(isinstance(item, str) for item in stop)
-        ):
-            raise ConfigurationError(
-                f"{owner} stop must be a sequence of strings (not one string) or None."
-            )
-        if isinstance(fail_on_finish_reasons, str) or not all(
-            isinstance(reason, str) and reason for reason in fail_on_finish_reasons
-        ):
-            raise ConfigurationError(
-                f"{owner} fail_on_finish_reasons must be a collection of non-empty strings "
-                "(not one string), e.g. ['length', 'content_filter']."
-            )
-        body_extra = dict(extra_body or {})
-        clash = sorted(_RESERVED_BODY_KEYS.intersection(body_extra))
-        if clash:
-            raise ConfigurationError(
-                f"{owner} extra_body may not set {clash}: the client owns those fields (use "
-                "native_tools=True to send the request's tools, and parallel_tool_calls= to "
-                "choose what is asked of the server)."
-            )
-        _check_tool_options(tool_choice, parallel_tool_calls, body_extra)
-        try:
-            json.dumps(body_extra)
-        except (TypeError, ValueError) as error:
-            raise ConfigurationError(
-                f"{owner} extra_body must be JSON-serializable: {error}."
-            ) from None
-        sampling: dict[str, object] = {
-            "temperature": temperature,
-            "top_p": top_p,
-            "max_tokens": max_tokens,
-            "seed": seed,
-            "stop": list(stop) if stop is not None else None,
-            "presence_penalty": presence_penalty,
-            "frequency_penalty": frequency_penalty,
-        }
-        self.sampling: Final[Mapping[str, object]] = MappingProxyType(sampling)
-        self.extra_body: Final[Mapping[str, object]] = MappingProxyType(body_extra)
+        checked = check_request_options(
+            owner,
+            temperature=temperature,
+            top_p=top_p,
+            max_tokens=max_tokens,
+            seed=seed,
+            stop=stop,
+            presence_penalty=presence_penalty,
+            frequency_penalty=frequency_penalty,
+            extra_body=extra_body,
+            deadline=deadline,
+            fail_on_finish_reasons=fail_on_finish_reasons,
+            tool_choice=tool_choice,
+            parallel_tool_calls=parallel_tool_calls,
+        )
+        self.checked: Final = checked
         self.binding_metadata: Final = bool(binding_metadata)
         self.native_tools: Final = bool(native_tools)
         self.stream: Final = bool(stream)
         self.stream_usage: Final = bool(stream_usage)
-        self.deadline: Final = None if deadline is None else float(deadline)
-        self.fail_on: Final = frozenset(fail_on_finish_reasons)
-        self.tool_choice: Final = (
-            tool_choice
-            if tool_choice is None or isinstance(tool_choice, str)
-            else dict(tool_choice)
-        )
-        self.parallel_tool_calls: Final = parallel_tool_calls
 
     def parameters(self) -> dict[str, str]:
         """The gateway's names and rules: sampling (``unset`` when not sent), ``extra_body.*``,
         the binding forwarding, and the tool options only when not their defaults."""
-        params: dict[str, str] = {}
-        for name, value in self.sampling.items():
-            params[name] = "unset" if value is None else _ascii_json(value)
-        for name, value in sorted(self.extra_body.items()):
-            params[f"extra_body.{name}"] = _ascii_json(value)
-        params["binding_forwarding"] = "header+metadata" if self.binding_metadata else "header"
-        if self.native_tools:
-            params["native_tools"] = "true"
-        if self.fail_on:
-            params["fail_on_finish_reasons"] = _ascii_json(sorted(self.fail_on))
-        if self.tool_choice is not None:
-            params["tool_choice"] = _ascii_json(self.tool_choice)
-        if self.parallel_tool_calls is not False:
-            params["parallel_tool_calls"] = "unset" if self.parallel_tool_calls is None else "true"
-        return params
+        return option_parameters(
+            self.checked, binding_metadata=self.binding_metadata, native_tools=self.native_tools
+        )
 
     def request(self, call: ModelCall) -> dict[str, Any]:
         """The keyword arguments of one SDK call: everything but ``model`` and transport."""
@@ -206,29 +155,33 @@ class ChatOptions:
         }
         if self.stream and self.stream_usage:
             arguments["stream_options"] = {"include_usage": True}
-        for name, value in self.sampling.items():
+        for name, value in self.checked.sampling.items():
             if value is not None:
                 arguments[name] = value
         if self.native_tools and call.tools:
             arguments["tools"] = [
                 {"type": "function", "function": dict(tool)} for tool in call.tools
             ]
-            if self.tool_choice is not None:
-                arguments["tool_choice"] = self.tool_choice
-            if self.parallel_tool_calls is not None:
-                arguments["parallel_tool_calls"] = self.parallel_tool_calls
-        body = dict(self.extra_body)
+            if self.checked.tool_choice is not None:
+                arguments["tool_choice"] = self.checked.tool_choice
+            if self.checked.parallel_tool_calls is not None:
+                arguments["parallel_tool_calls"] = self.checked.parallel_tool_calls
+        body = dict(self.checked.extra_body)
         if self.binding_metadata:
             body["metadata"] = dict(call.binding)
         if body:
             arguments["extra_body"] = body
-        arguments["extra_headers"] = {
-            BINDING_HEADER: _ascii_json(dict(call.binding)),
-            RUN_ID_HEADER: _header_safe(call.run_id),
-            CALL_INDEX_HEADER: str(call.call_index),
-            RESULT_ID_HEADER: _header_safe(call.result_id),
-        }
+        arguments["extra_headers"] = _call_headers(call)
         return arguments
+
+
+def chat_options(owner: str, options: ChatOptionArguments) -> ChatOptions:
+    """The options a client was given as ``**options``; an unknown name is refused as Python
+    refuses it in a signature, naming the client rather than :class:`ChatOptions`."""
+    for name in options:
+        if name not in ChatOptionArguments.__optional_keys__:
+            raise TypeError(f"{owner}.__init__() got an unexpected keyword argument {name!r}")
+    return ChatOptions(owner, **options)
 
 
 class SdkChatClient:
@@ -267,12 +220,7 @@ class SdkChatClient:
         self, where: str, status: int, body: str, headers: Mapping[str, str]
     ) -> GatewayError:
         """The gateway's :class:`GatewayStatusError` for an SDK's status failure."""
-        kept = {
-            name.lower(): value
-            for name, value in headers.items()
-            if name.lower().startswith(_KEPT_HEADER_PREFIXES)
-        }
-        kept = {name: self._redact(kept[name]) for name in sorted(kept)[:_MAX_KEPT_HEADERS]}
+        kept = _kept_headers(headers, self._redact)
         retry_after = _retry_after_seconds(kept)
         hint = "" if retry_after is None else f" The server asks to retry after {retry_after:g} s."
         return self._failure(
@@ -314,7 +262,7 @@ class SdkChatClient:
         )
         arguments = self._options.request(call)
         outcome: ModelReply | GatewayError
-        deadline = self._options.deadline
+        deadline = self._options.checked.deadline
         try:
             if deadline is None:
                 outcome = await self._exchange(arguments, where)
@@ -391,17 +339,8 @@ class SdkChatClient:
                 f"The stream of model call {where} ended without a finish reason after "
                 f"{len(''.join(draft.text))} characters of content: the reply may be cut off.",
             )
-        reply = self._adjusted(draft.reply())
-        reason = reply.finish_reason
-        if reason is None or reason not in self._options.fail_on:
-            return reply
-        advice = " (cut off at max_tokens: raise it)" if reason == "length" else ""
-        return self._failure(
-            GatewayFinishReasonError,
-            f"Model call to {where} ended with finish_reason {reason!r}{advice}; this client "
-            "treats that as a failure (fail_on_finish_reasons).",
-            finish_reason=reason,
-            reply=reply,
+        return _kept_or_refused(
+            self._adjusted(draft.reply()), self._options.checked.fail_on, where, self._failure
         )
 
     def _adjusted(self, reply: ModelReply) -> ModelReply:

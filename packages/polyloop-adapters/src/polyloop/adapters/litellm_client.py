@@ -24,15 +24,20 @@ no LiteLLM exception attached (they hold the request).
 from __future__ import annotations
 
 import importlib
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping
 from types import ModuleType
-from typing import Any, Final
+from typing import Any, Final, Unpack
 
 import openai
 
-from polyloop.adapters._chat_sdk import ChatOptions, SdkChatClient, public_endpoint
-from polyloop.adapters.gateway._client import _check_number
+from polyloop.adapters._chat_sdk import (
+    ChatOptionArguments,
+    SdkChatClient,
+    chat_options,
+    public_endpoint,
+)
 from polyloop.adapters.gateway._errors import GatewayError
+from polyloop.adapters.gateway._options import check_number
 from polyloop.adapters.gateway._redaction import Redactor, split_userinfo
 from polyloop.errors import ConfigurationError
 from polyloop.types import ModelReply
@@ -70,22 +75,7 @@ class LiteLLMModelClient(SdkChatClient):
         timeout: float | None = 600.0,
         extra_headers: Mapping[str, str] | None = None,
         completion_options: Mapping[str, object] | None = None,
-        temperature: float | None = None,
-        top_p: float | None = None,
-        max_tokens: int | None = None,
-        seed: int | None = None,
-        stop: Sequence[str] | None = None,
-        presence_penalty: float | None = None,
-        frequency_penalty: float | None = None,
-        extra_body: Mapping[str, object] | None = None,
-        binding_metadata: bool = False,
-        native_tools: bool = False,
-        stream: bool = False,
-        stream_usage: bool = True,
-        deadline: float | None = None,
-        fail_on_finish_reasons: Collection[str] = (),
-        tool_choice: str | Mapping[str, object] | None = None,
-        parallel_tool_calls: bool | None = False,
+        **options: Unpack[ChatOptionArguments],
     ) -> None:
         if not isinstance(model, str) or not model:
             raise ConfigurationError(
@@ -101,7 +91,7 @@ class LiteLLMModelClient(SdkChatClient):
             )
         if api_key is not None and not isinstance(api_key, str):
             raise ConfigurationError("LiteLLMModelClient api_key must be a string or None.")
-        _check_number("timeout", timeout)
+        check_number(self.owner, "timeout", timeout)
         if timeout is not None and timeout <= 0:
             raise ConfigurationError(f"LiteLLMModelClient timeout must be > 0, got {timeout!r}.")
         headers = dict(extra_headers or {})
@@ -121,25 +111,6 @@ class LiteLLMModelClient(SdkChatClient):
                 f"LiteLLMModelClient completion_options may not set {owned}: pass them as the "
                 "client's own arguments (retries belong to polyloop.adapters.retry)."
             )
-        options = ChatOptions(
-            self.owner,
-            temperature=temperature,
-            top_p=top_p,
-            max_tokens=max_tokens,
-            seed=seed,
-            stop=stop,
-            presence_penalty=presence_penalty,
-            frequency_penalty=frequency_penalty,
-            extra_body=extra_body,
-            binding_metadata=binding_metadata,
-            native_tools=native_tools,
-            stream=stream,
-            stream_usage=stream_usage,
-            deadline=deadline,
-            fail_on_finish_reasons=fail_on_finish_reasons,
-            tool_choice=tool_choice,
-            parallel_tool_calls=parallel_tool_calls,
-        )
         public = split_userinfo(api_base) if api_base is not None else None
         redact = Redactor.for_client(
             api_key=api_key,
@@ -147,7 +118,7 @@ class LiteLLMModelClient(SdkChatClient):
             url=public if public is not None else split_userinfo(""),
         )
         super().__init__(
-            options,
+            chat_options(self.owner, options),
             model=model,
             endpoint=PROVIDER_DEFAULT if api_base is None else public_endpoint(api_base),
             redact=redact,

@@ -24,12 +24,17 @@ SDK exception attached. The client is not closed by PolyLoop: it is yours.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
-from typing import Any, Final
+from collections.abc import Mapping
+from typing import Any, Final, Unpack
 
 import openai
 
-from polyloop.adapters._chat_sdk import ChatOptions, SdkChatClient, public_endpoint
+from polyloop.adapters._chat_sdk import (
+    ChatOptionArguments,
+    SdkChatClient,
+    chat_options,
+    public_endpoint,
+)
 from polyloop.adapters.gateway._errors import GatewayError
 from polyloop.adapters.gateway._redaction import Redactor, split_userinfo
 from polyloop.errors import ConfigurationError
@@ -79,22 +84,7 @@ class OpenAIModelClient(SdkChatClient):
         model: str,
         *,
         sdk_retries: bool = False,
-        temperature: float | None = None,
-        top_p: float | None = None,
-        max_tokens: int | None = None,
-        seed: int | None = None,
-        stop: Sequence[str] | None = None,
-        presence_penalty: float | None = None,
-        frequency_penalty: float | None = None,
-        extra_body: Mapping[str, object] | None = None,
-        binding_metadata: bool = False,
-        native_tools: bool = False,
-        stream: bool = False,
-        stream_usage: bool = True,
-        deadline: float | None = None,
-        fail_on_finish_reasons: Collection[str] = (),
-        tool_choice: str | Mapping[str, object] | None = None,
-        parallel_tool_calls: bool | None = False,
+        **options: Unpack[ChatOptionArguments],
     ) -> None:
         if not isinstance(client, openai.AsyncOpenAI):
             raise ConfigurationError(
@@ -103,27 +93,8 @@ class OpenAIModelClient(SdkChatClient):
             )
         if not isinstance(model, str) or not model:
             raise ConfigurationError("OpenAIModelClient model must be a non-empty string.")
-        options = ChatOptions(
-            self.owner,
-            temperature=temperature,
-            top_p=top_p,
-            max_tokens=max_tokens,
-            seed=seed,
-            stop=stop,
-            presence_penalty=presence_penalty,
-            frequency_penalty=frequency_penalty,
-            extra_body=extra_body,
-            binding_metadata=binding_metadata,
-            native_tools=native_tools,
-            stream=stream,
-            stream_usage=stream_usage,
-            deadline=deadline,
-            fail_on_finish_reasons=fail_on_finish_reasons,
-            tool_choice=tool_choice,
-            parallel_tool_calls=parallel_tool_calls,
-        )
         super().__init__(
-            options,
+            chat_options(self.owner, options),
             model=model,
             endpoint=public_endpoint(str(client.base_url)),
             redact=_secrets_of(client),

@@ -7,10 +7,9 @@ import contextlib
 import email.utils
 import json
 import logging
-import math
 import os
 import time
-from collections.abc import AsyncIterator, Collection, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from types import MappingProxyType, TracebackType
 from typing import Any, Final
 
@@ -26,6 +25,13 @@ from polyloop.adapters.gateway._errors import (
     GatewayMalformedResponseError,
     GatewayStatusError,
     GatewayTimeoutError,
+)
+from polyloop.adapters.gateway._options import (
+    _ascii_json,
+    check_int,
+    check_number,
+    check_request_options,
+    option_parameters,
 )
 from polyloop.adapters.gateway._redaction import Redactor, split_userinfo
 from polyloop.adapters.gateway._reply import ReplyDraft
@@ -66,9 +72,6 @@ API_KEY_VARIABLE: Final = "POLYLOOP_API_KEY"
 #: How many characters of an error response body an error keeps.
 BODY_EXCERPT_CHARS: Final = 500
 
-_RESERVED_BODY_KEYS: Final = frozenset(
-    {"model", "messages", "stream", "stream_options", "metadata", "tools", "parallel_tool_calls"}
-)
 #: Response headers a failed call keeps (a layer above backs off on them).
 _KEPT_HEADER_PREFIXES: Final = ("retry-after", "x-ratelimit-", "ratelimit")
 _MAX_KEPT_HEADERS: Final = 20
@@ -130,10 +133,6 @@ def _native_call(text: str, call_id: str) -> dict[str, Any] | None:
     }
 
 
-def _ascii_json(value: object) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-
-
 def _header_safe(text: str) -> str:
     """Plain printable ASCII passes as is; anything else is sent as ASCII-escaped JSON text."""
     if text.isascii() and text.isprintable() and text == text.strip():
@@ -141,51 +140,45 @@ def _header_safe(text: str) -> str:
     return _ascii_json(text)[1:-1]
 
 
-def _check_number(name: str, value: float | None) -> None:
-    if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise ConfigurationError(
-            f"GatewayModelClient {name} must be a finite number or None, got {value!r}."
-        )
+def _call_headers(call: ModelCall) -> dict[str, str]:
+    """The ``X-PolyLoop-*`` headers of one call."""
+    return {
+        BINDING_HEADER: _ascii_json(dict(call.binding)),
+        RUN_ID_HEADER: _header_safe(call.run_id),
+        CALL_INDEX_HEADER: str(call.call_index),
+        RESULT_ID_HEADER: _header_safe(call.result_id),
+    }
 
 
-def _check_int(name: str, value: int | None) -> None:
-    if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigurationError(
-            f"GatewayModelClient {name} must be an int or None, got {value!r}."
-        )
+def _kept_headers(headers: Mapping[str, str], redact: Redactor) -> dict[str, str]:
+    """The response headers a failure keeps (lower-cased, redacted, at most a few)."""
+    kept = {
+        name.lower(): value
+        for name, value in headers.items()
+        if name.lower().startswith(_KEPT_HEADER_PREFIXES)
+    }
+    return {name: redact(kept[name]) for name in sorted(kept)[:_MAX_KEPT_HEADERS]}
 
 
-def _check_tool_options(
-    tool_choice: object, parallel_tool_calls: object, body_extra: Mapping[str, object]
-) -> None:
-    if tool_choice is not None:
-        if not isinstance(tool_choice, str | Mapping) or tool_choice == "":
-            raise ConfigurationError(
-                f"GatewayModelClient tool_choice must be a non-empty string ('auto', 'required', "
-                f"'none') or a mapping (e.g. {{'type': 'function', 'function': {{'name': "
-                f"'read_file'}}}}), or None, got {tool_choice!r}."
-            )
-        if "tool_choice" in body_extra:
-            raise ConfigurationError(
-                "GatewayModelClient got tool_choice both as an argument and in extra_body; "
-                "pass it once (the tool_choice argument)."
-            )
-        try:
-            json.dumps(tool_choice)
-        except (TypeError, ValueError) as error:
-            raise ConfigurationError(
-                f"GatewayModelClient tool_choice must be JSON-serializable: {error}."
-            ) from None
-    if parallel_tool_calls is not None and not isinstance(parallel_tool_calls, bool):
-        raise ConfigurationError(
-            "GatewayModelClient parallel_tool_calls must be False (the default: ask for at most "
-            "one call per reply), True, or None (send nothing, for servers that reject the "
-            f"field), got {parallel_tool_calls!r}."
-        )
+def _kept_or_refused(
+    reply: ModelReply,
+    fail_on: frozenset[str],
+    where: str,
+    failure: Callable[..., GatewayError],
+) -> ModelReply | GatewayError:
+    """``reply``, or the :class:`GatewayFinishReasonError` (built by the client's ``failure``)
+    when its finish reason is one of ``fail_on``."""
+    reason = reply.finish_reason
+    if reason is None or reason not in fail_on:
+        return reply
+    advice = " (cut off at max_tokens: raise it)" if reason == "length" else ""
+    return failure(
+        GatewayFinishReasonError,
+        f"Model call to {where} ended with finish_reason {reason!r}{advice}; this client "
+        "treats that as a failure (fail_on_finish_reasons).",
+        finish_reason=reason,
+        reply=reply,
+    )
 
 
 def _describe(error: BaseException) -> str:
@@ -287,56 +280,30 @@ class GatewayModelClient:
             raise ConfigurationError("GatewayModelClient model must be a non-empty string.")
         if api_key is not None and not isinstance(api_key, str):
             raise ConfigurationError("GatewayModelClient api_key must be a string or None.")
-        for name, number in (
-            ("timeout", timeout),
-            ("connect_timeout", connect_timeout),
-            ("deadline", deadline),
-        ):
-            _check_number(name, number)
+        for name, number in (("timeout", timeout), ("connect_timeout", connect_timeout)):
+            check_number("GatewayModelClient", name, number)
             if number is not None and number <= 0:
                 raise ConfigurationError(
                     f"GatewayModelClient {name} must be > 0 seconds, got {number!r}."
                 )
-        for name, value in (
-            ("temperature", temperature),
-            ("top_p", top_p),
-            ("presence_penalty", presence_penalty),
-            ("frequency_penalty", frequency_penalty),
-        ):
-            _check_number(name, value)
-        _check_int("max_tokens", max_tokens)
-        _check_int("seed", seed)
-        _check_int("max_connections", max_connections)
+        check_int("GatewayModelClient", "max_connections", max_connections)
         if max_connections < 1:
             raise ConfigurationError("GatewayModelClient max_connections must be >= 1.")
-        if stop is not None and (
-            isinstance(stop, str) or not all(isinstance(item, str) for item in stop)
-        ):
-            raise ConfigurationError(
-                "GatewayModelClient stop must be a sequence of strings (not one string) or None."
-            )
-        if isinstance(fail_on_finish_reasons, str) or not all(
-            isinstance(reason, str) and reason for reason in fail_on_finish_reasons
-        ):
-            raise ConfigurationError(
-                "GatewayModelClient fail_on_finish_reasons must be a collection of non-empty "
-                "strings (not one string), e.g. ['length', 'content_filter']."
-            )
-        body_extra = dict(extra_body or {})
-        clash = sorted(_RESERVED_BODY_KEYS.intersection(body_extra))
-        if clash:
-            raise ConfigurationError(
-                f"GatewayModelClient extra_body may not set {clash}: the client owns those fields "
-                "(use native_tools=True to send the request's tools, and parallel_tool_calls= "
-                "to choose what is asked of the server)."
-            )
-        _check_tool_options(tool_choice, parallel_tool_calls, body_extra)
-        try:
-            json.dumps(body_extra)
-        except (TypeError, ValueError) as error:
-            raise ConfigurationError(
-                f"GatewayModelClient extra_body must be JSON-serializable: {error}."
-            ) from None
+        options = check_request_options(
+            "GatewayModelClient",
+            temperature=temperature,
+            top_p=top_p,
+            max_tokens=max_tokens,
+            seed=seed,
+            stop=stop,
+            presence_penalty=presence_penalty,
+            frequency_penalty=frequency_penalty,
+            extra_body=extra_body,
+            deadline=deadline,
+            fail_on_finish_reasons=fail_on_finish_reasons,
+            tool_choice=tool_choice,
+            parallel_tool_calls=parallel_tool_calls,
+        )
         headers = dict(extra_headers or {})
         if not all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items()):
             raise ConfigurationError("GatewayModelClient extra_headers must map str to str.")
@@ -355,30 +322,12 @@ class GatewayModelClient:
         self._model: Final = model
         self._timeout: Final = float(timeout)
         self._connect_timeout: Final = float(connect_timeout)
-        self._deadline: Final = None if deadline is None else float(deadline)
         self._max_connections: Final = max_connections
         self._binding_metadata: Final = bool(binding_metadata)
         self._native_tools: Final = bool(native_tools)
         self._stream: Final = bool(stream)
         self._stream_usage: Final = bool(stream_usage)
-        self._fail_on: Final = frozenset(fail_on_finish_reasons)
-        self._tool_choice: Final = (
-            tool_choice
-            if tool_choice is None or isinstance(tool_choice, str)
-            else dict(tool_choice)
-        )
-        self._parallel_tool_calls: Final = parallel_tool_calls
-        sampling: dict[str, object] = {
-            "temperature": temperature,
-            "top_p": top_p,
-            "max_tokens": max_tokens,
-            "seed": seed,
-            "stop": list(stop) if stop is not None else None,
-            "presence_penalty": presence_penalty,
-            "frequency_penalty": frequency_penalty,
-        }
-        self._sampling: Final[Mapping[str, object]] = MappingProxyType(sampling)
-        self._extra_body: Final[Mapping[str, object]] = MappingProxyType(body_extra)
+        self._options: Final = options
         self._extra_header_names: Final = tuple(sorted(headers))
         # The key lives only inside this header mapping (httpx masks Authorization in reprs).
         if api_key:
@@ -463,20 +412,14 @@ class GatewayModelClient:
             "base_url": self._base_url,
             "model": self._model,
         }
-        for name, value in self._sampling.items():
-            params[name] = "unset" if value is None else _ascii_json(value)
-        for name, value in sorted(self._extra_body.items()):
-            params[f"extra_body.{name}"] = _ascii_json(value)
-        params["extra_header_names"] = ",".join(self._extra_header_names)
-        params["binding_forwarding"] = "header+metadata" if self._binding_metadata else "header"
-        if self._native_tools:
-            params["native_tools"] = "true"
-        if self._fail_on:
-            params["fail_on_finish_reasons"] = _ascii_json(sorted(self._fail_on))
-        if self._tool_choice is not None:
-            params["tool_choice"] = _ascii_json(self._tool_choice)
-        if self._parallel_tool_calls is not False:
-            params["parallel_tool_calls"] = "unset" if self._parallel_tool_calls is None else "true"
+        params.update(
+            option_parameters(
+                self._options,
+                binding_metadata=self._binding_metadata,
+                native_tools=self._native_tools,
+                extra_header_names=self._extra_header_names,
+            )
+        )
         return params
 
     def _body(self, call: ModelCall) -> dict[str, Any]:
@@ -487,28 +430,20 @@ class GatewayModelClient:
         }
         if self._stream and self._stream_usage:
             body["stream_options"] = {"include_usage": True}
-        for name, value in self._sampling.items():
+        for name, value in self._options.sampling.items():
             if value is not None:
                 body[name] = value
-        body.update(self._extra_body)
+        body.update(self._options.extra_body)
         if self._binding_metadata:
             body["metadata"] = dict(call.binding)
         if self._native_tools and call.tools:
             body["tools"] = [{"type": "function", "function": dict(tool)} for tool in call.tools]
             # Only beside tools: OpenAI refuses both fields in a request without tools.
-            if self._tool_choice is not None:
-                body["tool_choice"] = self._tool_choice
-            if self._parallel_tool_calls is not None:
-                body["parallel_tool_calls"] = self._parallel_tool_calls
+            if self._options.tool_choice is not None:
+                body["tool_choice"] = self._options.tool_choice
+            if self._options.parallel_tool_calls is not None:
+                body["parallel_tool_calls"] = self._options.parallel_tool_calls
         return body
-
-    def _call_headers(self, call: ModelCall) -> dict[str, str]:
-        return {
-            BINDING_HEADER: _ascii_json(dict(call.binding)),
-            RUN_ID_HEADER: _header_safe(call.run_id),
-            CALL_INDEX_HEADER: str(call.call_index),
-            RESULT_ID_HEADER: _header_safe(call.result_id),
-        }
 
     async def call(self, call: ModelCall) -> ModelReply:
         """Make one chat-completions request and read the reply. Raises :class:`GatewayError`."""
@@ -523,7 +458,7 @@ class GatewayModelClient:
             outcome = self._failure(
                 GatewayTimeoutError,
                 f"Model call to {where} did not finish within its deadline of "
-                f"{self._deadline:g} s. Nothing was retried; raise the deadline or stream.",
+                f"{self._options.deadline:g} s. Nothing was retried; raise the deadline or stream.",
                 phase="deadline",
             )
         # Raised outside the except blocks: a transport exception (which holds the request and
@@ -537,17 +472,17 @@ class GatewayModelClient:
 
     @contextlib.asynccontextmanager
     async def _within_deadline(self) -> AsyncIterator[None]:
-        if self._deadline is None:
+        if self._options.deadline is None:
             yield
             return
-        async with asyncio.timeout(self._deadline):
+        async with asyncio.timeout(self._options.deadline):
             yield
 
     async def _exchange(
         self, client: httpx.AsyncClient, call: ModelCall, where: str
     ) -> ModelReply | GatewayError:
         """The HTTP request and its reply, or the failure (returned, not raised)."""
-        body, headers = self._body(call), self._call_headers(call)
+        body, headers = self._body(call), _call_headers(call)
         try:
             if not self._stream:
                 response = await client.post(self._url, json=body, headers=headers)
@@ -589,12 +524,7 @@ class GatewayModelClient:
         return self._redact(text)[:BODY_EXCERPT_CHARS]
 
     def _status_failure(self, response: httpx.Response, text: str, where: str) -> GatewayError:
-        kept = {
-            name.lower(): value
-            for name, value in response.headers.items()
-            if name.lower().startswith(_KEPT_HEADER_PREFIXES)
-        }
-        kept = {name: self._redact(kept[name]) for name in sorted(kept)[:_MAX_KEPT_HEADERS]}
+        kept = _kept_headers(response.headers, self._redact)
         retry_after = _retry_after_seconds(kept)
         hint = "" if retry_after is None else f" The gateway asks to retry after {retry_after:g} s."
         return self._failure(
@@ -673,15 +603,4 @@ class GatewayModelClient:
         )
 
     def _finished(self, draft: ReplyDraft, where: str) -> ModelReply | GatewayError:
-        reply = draft.reply()
-        reason = reply.finish_reason
-        if reason is None or reason not in self._fail_on:
-            return reply
-        advice = " (cut off at max_tokens: raise it)" if reason == "length" else ""
-        return self._failure(
-            GatewayFinishReasonError,
-            f"Model call to {where} ended with finish_reason {reason!r}{advice}; this client "
-            "treats that as a failure (fail_on_finish_reasons).",
-            finish_reason=reason,
-            reply=reply,
-        )
+        return _kept_or_refused(draft.reply(), self._options.fail_on, where, self._failure)
