@@ -60,6 +60,8 @@ missing_parts() {
         echo "/usr/bin/python3 (the sandbox image is built from it)|${sudo}apt-get install -y python3-minimal"
     [ -n "$(chromium_path)" ] ||
         echo "/usr/bin/chromium (the browser tests of polyloop view)|${sudo}apt-get install -y chromium"
+    { command -v cc && command -v c++; } >/dev/null 2>&1 ||
+        echo "a C and C++ compiler (cc, c++: the test model's llama-cpp-python is built from source)|${sudo}apt-get install -y g++"
 }
 
 # chromium on PATH, else Debian's (the browser tests use /usr/bin/chromium).
@@ -212,7 +214,7 @@ ensure_dockerd() {
 }
 
 install_as_root() {
-    local need=() pkgs=(bubblewrap docker.io python3-minimal util-linux git chromium) pkg
+    local need=() pkgs=(bubblewrap docker.io python3-minimal util-linux git chromium g++) pkg
     # Docker needs AppArmor's parser only where the kernel has AppArmor enabled.
     [ -d /sys/module/apparmor ] && pkgs+=(apparmor)
     if command -v dpkg-query >/dev/null 2>&1; then

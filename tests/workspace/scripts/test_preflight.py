@@ -93,6 +93,10 @@ def test_missing_parts_are_named_one_line_each_with_the_command_and_nothing_runs
         "preflight: missing git (the MCP git server's tests) -- run: sudo apt-get install -y git"
         in lines
     )
+    assert (
+        "preflight: missing a C and C++ compiler (cc, c++: the test model's llama-cpp-python is"
+        " built from source) -- run: sudo apt-get install -y g++"
+    ) in lines
     assert [line for line in lines if line.startswith("preflight: missing")] == [
         line for line in lines if "-- run: " in line
     ]
@@ -107,6 +111,8 @@ def test_an_engine_that_does_not_answer_is_named_with_the_command_that_starts_it
 ) -> None:
     stand_in(tree, "bwrap")
     stand_in(tree, "git")
+    stand_in(tree, "cc")
+    stand_in(tree, "c++")
     stand_in(tree, "dockerd")
     stand_in(tree, "docker", 'echo "Cannot connect to the Docker daemon" >&2; exit 1')
 
@@ -121,7 +127,7 @@ def test_an_engine_that_does_not_answer_is_named_with_the_command_that_starts_it
 
 
 def test_nothing_missing_passes_quietly_without_installing(tree: Path) -> None:
-    for name in ("bwrap", "git", "dockerd"):
+    for name in ("bwrap", "git", "dockerd", "cc", "c++"):
         stand_in(tree, name)
     stand_in(tree, "docker", "echo 27.5.1")
     assert (
@@ -163,7 +169,7 @@ def test_system_tools_are_found_whatever_path_holds() -> None:
 
 
 def test_an_engine_that_refuses_this_user_is_named_with_the_group_to_join(tree: Path) -> None:
-    for name in ("bwrap", "git", "dockerd"):
+    for name in ("bwrap", "git", "dockerd", "cc", "c++"):
         stand_in(tree, name)
     stand_in(
         tree,
@@ -183,8 +189,9 @@ def test_an_engine_that_refuses_this_user_is_named_with_the_group_to_join(tree: 
 
 
 def _all_present(tree: Path) -> None:
-    """Stand-ins that work for bubblewrap, git and Docker (an engine that runs containers)."""
-    for name in ("bwrap", "git", "dockerd"):
+    """Stand-ins that work for bubblewrap, git, the compilers and Docker (an engine that runs
+    containers)."""
+    for name in ("bwrap", "git", "dockerd", "cc", "c++"):
         stand_in(tree, name)
     stand_in(tree, "docker", 'if [ "$1" = import ]; then cat >/dev/null; fi; echo 27.5.1')
 
