@@ -142,6 +142,10 @@ def _with_run_id(record: Any, run_id: str) -> Any:
         )
     fields = {name: getattr(record, name) for name in record.__dataclass_fields__}
     fields["run_id"] = run_id
+    # A follow-up or a fork names another run: never the one it is renamed to.
+    for other in ("follows_run_id", "forked_from_run_id"):
+        if fields.get(other) == run_id:
+            fields[other] = f"{run_id}-before"
     return type(record)(**fields)
 
 
