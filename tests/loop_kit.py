@@ -248,7 +248,21 @@ class DatedClock:
         return self.calls / 1000
 
 
+class _TickingClock:
+    """A monotonic clock advancing ``step`` seconds per reading that also tells a fixed UTC
+    time, so the runs it drives record one ``started_at`` whatever second they ran in."""
+
+    def __init__(self, step: float) -> None:
+        self.step, self.counter = step, itertools.count()
+
+    def utc_iso(self) -> str:
+        return "2000-01-01T00:00:00+00:00"
+
+    def __call__(self) -> float:
+        return next(self.counter) * self.step
+
+
 def ticking_clock(step: float = 0.001) -> Callable[[], float]:
-    """A deterministic monotonic clock advancing ``step`` seconds per reading."""
-    counter = itertools.count()
-    return lambda: next(counter) * step
+    """A deterministic clock: ``step`` seconds per reading, and a fixed ``started_at``
+    (design 0061), so two runs it drives write equal records."""
+    return _TickingClock(step)
