@@ -36,7 +36,7 @@ sha="$(git -C "$here" rev-parse --verify --quiet "$commit^{commit}")" || {
     exit 2
 }
 # A short path, as a habit: the CLI's suggested commands start with the clone's absolute path
-# (they are folded to 80 columns whatever its length, tests/cli/test_layout.py).
+# (they are folded to 80 columns whatever its length, tests/cli/rendering/test_layout.py).
 work="$(mktemp -d /tmp/plf.XXXXXX)"
 # The cluster runs as another user when this is root: it must be able to enter the clone's parents.
 chmod 755 "$work"

@@ -34,7 +34,7 @@ SERIAL = (
     "adapters/otel/test_phoenix.py",
     "adapters/otel/test_shutdown.py",
     "batch",
-    "cli/test_demo.py",
+    "cli/demo/test_demo.py",
     "cli/test_view_browser.py",
     "console/test_browser.py",
     "console/test_driving.py",

@@ -33,7 +33,7 @@ from polyloop.types import (
     StepRecord,
     StopReason,
 )
-from polyloop_cli.inspection import step_row
+from polyloop_cli.rendering.inspection import step_row
 from tests.loop_kit import Crash, Effects, make_definition, make_request, scenario_tools
 
 PARALLEL = render_tool_calls(

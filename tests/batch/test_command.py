@@ -255,7 +255,7 @@ def test_a_run_held_by_another_process_is_skipped_and_the_exit_status_is_not_zer
 
 def test_importing_the_command_does_not_import_ray(env: dict[str, str]) -> None:
     """`import polyloop_cli.main` (and the batch command) leaves Ray unimported."""
-    code = "import sys, polyloop_cli.main, polyloop_cli.batch, polyloop.batch; print('ray' in sys.modules)"
+    code = "import sys, polyloop_cli.main, polyloop_cli.commands.batch, polyloop.batch; print('ray' in sys.modules)"
     assert "False" == python(code, env)
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import polyloop_cli
-from polyloop_cli.errors import HEADLINE_LIMIT
+from polyloop_cli.shared.errors import HEADLINE_LIMIT
 from tests.cli._kit import assert_one_line_error, headline, polyloop
 
 PACKAGE = Path(polyloop_cli.__file__).parent
@@ -50,7 +50,7 @@ def _text(node: ast.expr) -> str | None:
 
 def messages() -> Iterator[tuple[str, str]]:
     """(where, text) of every message passed to an error the CLI raises."""
-    for path in [*sorted(PACKAGE.glob("*.py")), BOOTSTRAP]:
+    for path in [*sorted(PACKAGE.rglob("*.py")), BOOTSTRAP]:
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for node in ast.walk(tree):
             if not isinstance(node, ast.Call):
@@ -63,7 +63,7 @@ def messages() -> Iterator[tuple[str, str]]:
             assert text is not None, f"{path.name}:{node.lineno}: message is not text"
             yield f"{path.name}:{node.lineno}", text
     # Headlines built by helpers, checked with their longest advice.
-    from polyloop_cli.stores import StoreUrl, damaged_message
+    from polyloop_cli.shared.stores import StoreUrl, damaged_message
 
     yield "damaged_message", damaged_message(VALUE, StoreUrl("sqlite", Path(VALUE)), VALUE * 4)
 

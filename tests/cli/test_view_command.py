@@ -22,7 +22,7 @@ from polyloop.types import ModelCallResult, ReplayPolicy, StopReason
 from polyloop_cli.view import page_name
 from polyloop_cli.view_page import FOLD_CHARS, RunPage, run_page, text
 from tests.cli._kit import assert_one_line_error, headline, polyloop
-from tests.cli.test_damaged_stores import damaged_sqlite  # noqa: F401  (a fixture)
+from tests.cli.shared.test_damaged_stores import damaged_sqlite  # noqa: F401  (a fixture)
 from tests.table_kit import fill, replied
 
 HOSTILE_REPLY = (

@@ -13,7 +13,7 @@ from polyloop.session import resume, run
 from polyloop.stores.memory import MemoryRunStore
 from polyloop.testing import LineDecisionParser
 from polyloop.types import StopReason
-from polyloop_cli.inspection import plan_report
+from polyloop_cli.rendering.inspection import plan_report
 from polyloop_cli.view_pending import pending_step, shipped_parser
 from tests.loop_kit import (
     SCENARIO,

@@ -24,7 +24,7 @@ from playwright.sync_api import Browser, ConsoleMessage, Page, sync_playwright
 
 from polyloop.recovery import pending_ask
 from polyloop.stores.sqlite import SqliteRunStore
-from polyloop_cli.demo_task import read_ledger
+from polyloop_cli.demo.task import read_ledger
 from tests.cli._kit import clean_env, polyloop
 from tests.console._agents import TWO_REFUNDS
 from tests.console._kit import AGENT, Served, episode, ledger_lines, park, serve, wait_for

@@ -14,7 +14,7 @@ import pytest
 from polyloop.stores.postgres import PostgresRunStore
 from polyloop.types import ReplayPolicy, StopReason
 from tests.cli._kit import finished, started, tool_step, tool_step_records, write
-from tests.cli.test_postgres_store import password_of, with_schema
+from tests.cli.shared.test_postgres_store import password_of, with_schema
 from tests.console._kit import serve, signed_in
 from tests.stores._postgres import drop_schemas, server_url
 

@@ -289,7 +289,7 @@ PUBLIC_NAMES: dict[str, tuple[str, ...]] = {
 #: Names other tools load from these modules (console script, pytest11 and store entry points).
 ENTRY_POINTS: dict[str, tuple[str, ...]] = {
     "polyloop_cli.main": ("main", "cli"),
-    "polyloop_cli.batch": ("batch",),
+    "polyloop_cli.commands.batch": ("batch",),
     "polyloop_contract.plugin": ("pytest_addoption",),
     # The factories of the shipped stores' `polyloop.stores` entry points.
     "polyloop.stores.urls": ("open_jsonl_url", "open_postgres_url", "open_sqlite_url"),

@@ -1,7 +1,7 @@
 """The ``polyloop`` command: inspect, verify, plan and export run logs; run the demo.
 
 Every error a user can cause ends in one line on stderr saying what to do, and an exit code of
-its class (:class:`~polyloop_cli.errors.ExitCode`); never in a traceback. Set
+its class (:class:`~polyloop_cli.shared.errors.ExitCode`); never in a traceback. Set
 ``POLYLOOP_DEBUG=1`` to get the traceback of an unexpected (internal) error.
 """
 
@@ -18,9 +18,9 @@ from typing import Any
 
 import click
 
-from polyloop_cli.errors import CliError, ExitCode
-from polyloop_cli.invocation import suggest
-from polyloop_cli.redaction import scrub_error
+from polyloop_cli.rendering.invocation import suggest
+from polyloop_cli.rendering.redaction import scrub_error
+from polyloop_cli.shared.errors import CliError, ExitCode
 
 __all__ = ["SECTIONS", "cli", "main"]
 
@@ -74,22 +74,22 @@ def cli() -> None:
 
 def _register() -> None:
     """Every command has a module of its own; the group only gathers them."""
-    from polyloop_cli.answer import answer
-    from polyloop_cli.approve import approve
-    from polyloop_cli.batch import batch
-    from polyloop_cli.demo import demo
-    from polyloop_cli.edit import edit
-    from polyloop_cli.export import export
-    from polyloop_cli.fork import fork_command
-    from polyloop_cli.pending import pending
-    from polyloop_cli.plan import plan
-    from polyloop_cli.reject import reject
-    from polyloop_cli.replay import replay
-    from polyloop_cli.resume import resume
-    from polyloop_cli.runs import runs
-    from polyloop_cli.show import show
-    from polyloop_cli.steps import steps
-    from polyloop_cli.verify import verify
+    from polyloop_cli.commands.answer import answer
+    from polyloop_cli.commands.approve import approve
+    from polyloop_cli.commands.batch import batch
+    from polyloop_cli.commands.edit import edit
+    from polyloop_cli.commands.export import export
+    from polyloop_cli.commands.fork import fork_command
+    from polyloop_cli.commands.pending import pending
+    from polyloop_cli.commands.plan import plan
+    from polyloop_cli.commands.reject import reject
+    from polyloop_cli.commands.replay import replay
+    from polyloop_cli.commands.resume import resume
+    from polyloop_cli.commands.runs import runs
+    from polyloop_cli.commands.show import show
+    from polyloop_cli.commands.steps import steps
+    from polyloop_cli.commands.verify import verify
+    from polyloop_cli.demo.command import demo
     from polyloop_cli.view import view
 
     for command in (

@@ -16,19 +16,19 @@ import click
 from polyloop.errors import PolyLoopError
 from polyloop.ports import RunLog, RunStore
 from polyloop.session import rebuilt_prompt
-from polyloop_cli.agents import opened_agent
-from polyloop_cli.command_kit import (
+from polyloop_cli.rendering.inspection import run_summary
+from polyloop_cli.rendering.invocation import suggest
+from polyloop_cli.rendering.render import Output
+from polyloop_cli.shared.agents import opened_agent
+from polyloop_cli.shared.command_kit import (
     STORE_AS_FOR_RUNS,
     json_option_saying,
     output_option,
     store_choice,
     store_option_saying,
 )
-from polyloop_cli.errors import CliError, ExitCode, shown_id
-from polyloop_cli.inspection import run_summary
-from polyloop_cli.invocation import suggest
-from polyloop_cli.render import Output
-from polyloop_cli.stores import (
+from polyloop_cli.shared.errors import CliError, ExitCode, shown_id
+from polyloop_cli.shared.stores import (
     StoreUrl,
     damaged_message,
     list_run_ids,

@@ -36,7 +36,7 @@ from polyloop.types import (
     StepRecord,
     StopReason,
 )
-from polyloop_cli.inspection import plan_report
+from polyloop_cli.rendering.inspection import plan_report
 from polyloop_cli.view_assets import INDEX_SCRIPT, RUN_SCRIPT, STYLE
 from polyloop_cli.view_pending import PendingStep, pending_step
 

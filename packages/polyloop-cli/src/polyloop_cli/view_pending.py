@@ -3,7 +3,7 @@
 An unfinished step leaves intents (and often the model's reply, and an ask) but no
 ``StepCompleted``, so its tool and arguments are not in a step record. Where it stands is the
 recovery table's reading of the log (:func:`polyloop.recovery.plan_resume`, through
-:func:`~polyloop_cli.inspection.plan_report`); for a finished run, the same table applied to the
+:func:`~polyloop_cli.rendering.inspection.plan_report`); for a finished run, the same table applied to the
 log without its ``RunFinished``: the state the run stopped on. The action comes from what the
 log holds, in this order: the ask of the step (its tool and canonical arguments, exactly what a
 person is asked to decide; an edit's arguments when the decision edited them), else the
@@ -24,7 +24,7 @@ from polyloop.recovery import ResumeMove, TailState
 from polyloop.testing import LineDecisionParser
 from polyloop.tools import canonical_arguments
 from polyloop.types import Intent, IntentKind, ModelCallResult, ModelReply
-from polyloop_cli.inspection import plan_report
+from polyloop_cli.rendering.inspection import plan_report
 
 __all__ = ["PendingStep", "pending_step", "shipped_parser"]
 

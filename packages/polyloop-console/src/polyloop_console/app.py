@@ -47,11 +47,11 @@ from polyloop.ports import RunLog, RunStore
 from polyloop.recovery import answer_to, pending_ask
 from polyloop.session import answer, approve, edit, reject
 from polyloop.tools import ToolRegistry
-from polyloop_cli.agents import opened_agent
-from polyloop_cli.errors import CliError
-from polyloop_cli.inspection import run_summary
-from polyloop_cli.redaction import scrub
-from polyloop_cli.stores import StoreUrl, list_run_ids, read_run
+from polyloop_cli.rendering.inspection import run_summary
+from polyloop_cli.rendering.redaction import scrub
+from polyloop_cli.shared.agents import opened_agent
+from polyloop_cli.shared.errors import CliError
+from polyloop_cli.shared.stores import StoreUrl, list_run_ids, read_run
 from polyloop_cli.view_page import RunPage, run_page
 from polyloop_console.auth import Session, Sessions, Tokens
 from polyloop_console.driving import Agent, resume_one

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import click
 
-from polyloop_cli.command_kit import STORE_AS_FOR_RUNS, StoreChoice, store_choice
-from polyloop_cli.errors import CliError, ExitCode
-from polyloop_cli.stores import list_run_ids, open_store, polyloop_home
+from polyloop_cli.shared.command_kit import STORE_AS_FOR_RUNS, StoreChoice, store_choice
+from polyloop_cli.shared.errors import CliError, ExitCode
+from polyloop_cli.shared.stores import list_run_ids, open_store, polyloop_home
 from polyloop_console.auth import TokenError, Tokens, first_start_token, tokens_from_file
 from polyloop_console.driving import Agent, work
 

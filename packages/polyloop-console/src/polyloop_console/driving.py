@@ -19,10 +19,10 @@ from polyloop.errors import PolyLoopError, RunLeaseHeldError
 from polyloop.ports import RunLog, RunStore
 from polyloop.recovery import TailState
 from polyloop.session import resume_or_park
-from polyloop_cli.agents import opened_agent
-from polyloop_cli.errors import CliError
-from polyloop_cli.inspection import plan_report
-from polyloop_cli.redaction import scrub_error
+from polyloop_cli.rendering.inspection import plan_report
+from polyloop_cli.rendering.redaction import scrub_error
+from polyloop_cli.shared.agents import opened_agent
+from polyloop_cli.shared.errors import CliError
 
 __all__ = ["Agent", "Outcome", "decided_runs", "resume_one", "work"]
 
