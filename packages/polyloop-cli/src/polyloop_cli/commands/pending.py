@@ -14,7 +14,8 @@ import click
 
 from polyloop.asking import UserAsked
 from polyloop.recovery import pending_ask
-from polyloop_cli.rendering.asks import ask_block, ask_json, known_agent
+from polyloop_cli.demo.approval import known_agent
+from polyloop_cli.rendering.asks import ask_block, ask_json
 from polyloop_cli.rendering.render import Output
 from polyloop_cli.shared.command_kit import (
     StoreChoice,

@@ -6,7 +6,8 @@ import click
 
 from polyloop.recovery import pending_ask, run_status
 from polyloop_cli.commands.lineage import refuse_incomplete_fork
-from polyloop_cli.rendering.asks import ask_block, ask_headline, ask_json, known_agent
+from polyloop_cli.demo.approval import known_agent
+from polyloop_cli.rendering.asks import ask_block, ask_headline, ask_json
 from polyloop_cli.rendering.inspection import holder_json, plan_report
 from polyloop_cli.rendering.render import Output
 from polyloop_cli.shared.command_kit import (

@@ -18,7 +18,8 @@ from polyloop.recovery import answer_to, pending_ask
 from polyloop.types import StepRecord
 from polyloop_cli.commands.conversation import earlier_turns
 from polyloop_cli.commands.lineage import fork_fields, fork_json
-from polyloop_cli.rendering.asks import ask_block, ask_headline, ask_json, known_agent
+from polyloop_cli.demo.approval import known_agent
+from polyloop_cli.rendering.asks import ask_block, ask_headline, ask_json
 from polyloop_cli.rendering.inspection import (
     StepSpan,
     asks_json,

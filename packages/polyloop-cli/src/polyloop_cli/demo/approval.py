@@ -19,7 +19,7 @@ from typing import Any
 
 from polyloop.asking import RunParked
 from polyloop.batch import Episode, EpisodeAgent, FactoryError
-from polyloop.ports import RunStore
+from polyloop.ports import RunLog, RunStore
 from polyloop.session import run_or_park
 from polyloop_cli.demo.task import (
     DEMO_BINDING,
@@ -40,7 +40,7 @@ from polyloop_cli.rendering.render import Output
 from polyloop_cli.shared.errors import CliError, ExitCode
 from polyloop_cli.shared.stores import StoreUrl, open_store
 
-__all__ = ["AGENT", "agent", "agent_words", "play_approval"]
+__all__ = ["AGENT", "agent", "agent_words", "known_agent", "play_approval"]
 
 #: The factory that builds the approval demo's agent (``--agent`` of approve and resume).
 AGENT = "polyloop_cli.demo.approval:agent"
@@ -95,6 +95,14 @@ def agent_words(snapshot: Mapping[str, str], url: StoreUrl) -> tuple[str, ...] |
             ).to_json()
         )
     return ("--agent", AGENT, "--episode", json.dumps(data))
+
+
+def known_agent(log: RunLog, url: StoreUrl) -> tuple[str, ...] | None:
+    """The ``--agent``/``--episode`` words that continue run ``log``, when the CLI knows its
+    agent (a run of ``polyloop demo --approval``, told by its snapshot); else ``None``."""
+    if log.started is None:
+        return None
+    return agent_words(log.started.parameter_snapshot, url)
 
 
 async def play_approval(

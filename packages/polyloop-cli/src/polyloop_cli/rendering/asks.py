@@ -14,10 +14,8 @@ from typing import Any
 from rich.cells import cell_len
 
 from polyloop.asking import AskKind, UserAnswered, UserAsked
-from polyloop.ports import RunLog
 from polyloop_cli.rendering.invocation import suggest
 from polyloop_cli.rendering.render import Output
-from polyloop_cli.shared.stores import StoreUrl
 
 __all__ = [
     "AGENT_PLACEHOLDER",
@@ -30,7 +28,6 @@ __all__ = [
     "decide_commands",
     "decision_json",
     "fold",
-    "known_agent",
 ]
 
 #: The widest line of an ask's arguments or question, in terminal columns.
@@ -123,16 +120,6 @@ def argument_lines(ask: UserAsked, *, width: int = ARGUMENT_WIDTH, margin: str =
         indent = margin + line[: len(line) - len(body)]
         lines.extend(fold(indent + body, width, indent=indent))
     return lines
-
-
-def known_agent(log: RunLog, url: StoreUrl) -> tuple[str, ...] | None:
-    """The ``--agent``/``--episode`` words that continue run ``log``, when the CLI knows its
-    agent (a run of ``polyloop demo --approval``, told by its snapshot); else ``None``."""
-    from polyloop_cli.demo.approval import agent_words
-
-    if log.started is None:
-        return None
-    return agent_words(log.started.parameter_snapshot, url)
 
 
 #: ``--agent`` of a run whose agent the CLI cannot know: the user's factory, to fill in.
