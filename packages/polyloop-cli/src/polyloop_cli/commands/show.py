@@ -13,7 +13,7 @@ import click
 from rich.cells import cell_len
 
 from polyloop.asking import UserAsked
-from polyloop.ports import RunLog
+from polyloop.ports import LeaseHolder, RunLog
 from polyloop.recovery import answer_to, pending_ask
 from polyloop.types import StepRecord
 from polyloop_cli.commands.conversation import earlier_turns
@@ -31,6 +31,7 @@ from polyloop_cli.rendering.inspection import (
     run_totals,
     select_steps,
     step_row,
+    unfinished_step,
 )
 from polyloop_cli.rendering.invocation import command_lines, suggest
 from polyloop_cli.rendering.render import GAP, Column, Fit, Output, status_text
@@ -44,7 +45,13 @@ from polyloop_cli.shared.command_kit import (
     store_option,
 )
 from polyloop_cli.shared.errors import CliError, ExitCode, shown_id
-from polyloop_cli.shared.stores import damaged_message, open_store, read_run, salvage
+from polyloop_cli.shared.stores import (
+    damaged_message,
+    lease_holder,
+    open_store,
+    read_run,
+    salvage,
+)
 
 __all__ = ["show"]
 
@@ -86,16 +93,23 @@ class ShownLog:
     unreadable: tuple[str, ...] = ()
     #: The runs before this one in its conversation of follow-up runs, the first run first.
     earlier_turns: tuple[str, ...] = ()
+    #: Who held the run's lease just before the log was read (``None``: nobody, or a store
+    #: without leases).
+    holder: LeaseHolder | None = None
 
 
 async def _log_to_show(choice: StoreChoice, run_id: str) -> ShownLog:
     async with open_store(choice.url, missing_advice=choice.missing_advice) as store:
+        # The lease first: a log read while a driver writes is at least as new as the answer.
+        holder = await lease_holder(store, choice.url, run_id)
         read = await read_run(store, choice.url, run_id)
         if read.damage is None:
             if read.log == RunLog():
                 raise run_not_found(choice, run_id)
             return ShownLog(
-                read.log, earlier_turns=await earlier_turns(store, choice.url, read.log)
+                read.log,
+                earlier_turns=await earlier_turns(store, choice.url, read.log),
+                holder=holder,
             )
         saved = await salvage(store, choice.url, run_id)
         return ShownLog(saved.log, read.damage, saved.unreadable)
@@ -191,13 +205,15 @@ def show(
     choice = store_choice(store)
     shown = run_coroutine(_log_to_show(choice, run_id))
     log = shown.log
-    summary = run_summary(run_id, log, shown.damage)
+    summary = run_summary(run_id, log, shown.damage, shown.holder)
     every_step = [completed.step for completed in log.steps]
     steps = select_steps(every_step, last=last, span=span)
     totals = run_totals(every_step, summary)
     # What a damaged log seems to have announced last is a guess: say nothing about it.
     ask = pending_ask(log) if summary["run_status"] is not None else None
     pending = _pending(log, ask) if shown.damage is None else []
+    readable = shown.damage is None and summary["corrupt"] is None
+    unfinished = unfinished_step(log, shown.holder) if readable else None
     if as_json:
         document: dict[str, Any] = {
             "store": str(choice.url),
@@ -210,6 +226,7 @@ def show(
             "model_calls": model_calls_json(log),
             "model_requests": model_requests_json(log),
             "pending": pending,
+            "unfinished_step": None if unfinished is None else unfinished.to_json(),
             "totals": totals,
             "queued_input": None if log.started is None else log.started.queued_input,
             "pending_ask": None if ask is None else ask_json(ask),
@@ -232,8 +249,15 @@ def show(
         decided = _decided_not_carried_out(log) if shown.damage is None else None
         if decided is not None:
             output.line(decided, style="magenta")
+        if pending:
+            output.line(
+                "Announced and not completed:"
+                if unfinished is None
+                else f"Step {unfinished.step} unfinished, {unfinished.words}:",
+                style="yellow",
+            )
         for item in pending:
-            output.line(f"announced, never completed: {item}", style="yellow")
+            output.line(f"  {item}", style="yellow")
         output.line(_totals_line(totals), style="bold")
     if shown.damage is not None:
         raise CliError(
@@ -342,7 +366,7 @@ def _plain(value: object) -> str:
 
 
 def _pending(log: RunLog, ask: UserAsked | None = None) -> list[str]:
-    """Intents of the step after the last recorded one (announced, never completed), in words.
+    """Intents of the step after the last recorded one (announced, not completed), in words.
 
     On a finished run they are what it stopped on (e.g. ``resume_state_unknown``). A parked
     run's step (``ask``) is left out: it waits for a person, which is said instead."""

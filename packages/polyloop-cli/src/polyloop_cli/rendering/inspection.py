@@ -12,11 +12,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from polyloop.asking import AskKind
 from polyloop.errors import CorruptLogError
 from polyloop.ports import LeaseHolder, RunLog
 from polyloop.recovery import (
     PARSE_FAILURE_LIMIT_KEY,
+    ResumeMove,
     ResumePlan,
+    TailState,
     answer_to,
     is_parse_failure,
     pending_ask,
@@ -49,6 +52,7 @@ __all__ = [
     "run_totals",
     "select_steps",
     "step_row",
+    "unfinished_step",
 ]
 
 
@@ -350,3 +354,76 @@ def model_usage_fields(log: RunLog) -> list[tuple[str, str]]:
             )
         )
     return fields
+
+
+@dataclass(frozen=True, slots=True)
+class UnfinishedStep:
+    """Where the step after the last recorded one stands, when it was announced (design 0074)."""
+
+    step: int
+    #: ``running`` (a driver holds the run's lease), ``stopped`` (the run finished with the
+    #: step unfinished), else the recovery table's tail state (``ask_pending``,
+    #: ``action_in_doubt``, ``model_call_in_doubt``, ...).
+    state: str
+    #: The state in words, without a final full stop.
+    words: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"step": self.step, "state": self.state, "words": self.words}
+
+
+def unfinished_step(log: RunLog, holder: LeaseHolder | None = None) -> UnfinishedStep | None:
+    """The announced, unfinished step of ``log`` (a validated log) in words; ``None`` when the
+    next step has no intent. The facts are the viewer's pending card's: the recovery table's
+    reading of the log (of the log without its ``RunFinished`` for a finished run), the ask and
+    its decision, the intent in doubt; plus ``holder``, who holds the run's lease now: a step
+    of a run being driven is under way, not in doubt."""
+    step = len(log.steps)
+    if not any(intent.call_index == step for intent in log.intents):
+        return None
+    if log.finished is not None:
+        stop = log.finished.result.stop_reason.value
+        return UnfinishedStep(
+            step,
+            "stopped",
+            f"left unfinished when the run stopped ({stop}); resume does not carry it further",
+        )
+    plan = plan_report(log).plan
+    if holder is not None:
+        return UnfinishedStep(
+            step, "running", f"under way: the run is being driven now ({holder.describe()})"
+        )
+    words = _tail_words(plan.state, plan.move, plan)
+    return UnfinishedStep(step, plan.state.value, words)
+
+
+def _tail_words(state: TailState, move: ResumeMove, plan: ResumePlan) -> str:
+    ask, answer, intent = plan.ask, plan.answer, plan.intent_in_doubt
+    if state is TailState.ASK_PENDING and ask is not None:
+        what = "an answer" if ask.kind is AskKind.QUESTION else "approval"
+        return f"waiting for {what} since {ask.asked_at}; nothing runs until a person decides"
+    if state is TailState.ASK_DECIDED and answer is not None:
+        who = f" by {answer.decided_by}" if answer.decided_by else ""
+        return (
+            f"decided ({answer.verdict.value}{who} at {answer.decided_at}), not carried out "
+            "yet; resume carries it out"
+        )
+    stopped = "the run stopped mid-step (a crash or a kill) and nobody drives it now"
+    if state in (TailState.ACTION_IN_DOUBT, TailState.MODEL_CALL_IN_DOUBT) and intent is not None:
+        what = (
+            "the model call may or may not have reached the model"
+            if state is TailState.MODEL_CALL_IN_DOUBT
+            else "the action may or may not have run"
+        )
+        then = (
+            "resume stops the run rather than repeat it"
+            if move is ResumeMove.STOP_STATE_UNKNOWN
+            else "resume makes it again"
+        )
+        return f"in doubt: {stopped}; {what}; {then} (replay policy {intent.replay_policy.value})"
+    if state is TailState.MODEL_RESULT_RECORDED:
+        return (
+            f"interrupted: {stopped}; the model's reply is recorded and nothing after it was "
+            "announced; resume reads the recorded reply again"
+        )
+    return f"unfinished ({state.value}): {stopped}; {plan.reason}"
