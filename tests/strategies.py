@@ -111,6 +111,7 @@ model_replies = st.builds(
     thinking=texts,
     finish_reason=finish_reasons,
     usage=usages,
+    model=st.none() | short_texts.filter(bool),
 )
 
 action_outcomes = st.builds(

@@ -70,6 +70,8 @@ EXPECTED_FIELDS: dict[type[Any], list[tuple[str, object, object]]] = {
         # added after schema 1.0, defaulted and optional on read (design 0024)
         ("finish_reason", str | None, None),
         ("usage", Mapping[str, int] | None, None),
+        # the model that answered (design 0074)
+        ("model", str | None, None),
     ],
     ActionOutcome: [
         ("status", ActionStatus, _NO_DEFAULT),
@@ -469,7 +471,10 @@ def test_model_reply_keeps_finish_reason_and_a_read_only_copy_of_usage() -> None
         value.usage["x"] = 1  # type: ignore[index]
     assert value == pickle.loads(pickle.dumps(value))
     assert value == copy.deepcopy(value)
-    assert ModelReply(None, "hi", "") == ModelReply(None, "hi", "", None, None)
+    assert ModelReply(None, "hi", "") == ModelReply(None, "hi", "", None, None, None)
+    answered = ModelReply(None, "hi", "", usage=counts, model="m-2026-12-01")
+    assert answered == pickle.loads(pickle.dumps(answered))
+    assert "m-2026-12-01" == copy.deepcopy(answered).model
 
 
 @pytest.mark.parametrize(
@@ -482,6 +487,13 @@ def test_model_reply_refuses_impossible_finish_reason_or_usage(
     """An empty finish reason, a negative or non-integer count, a non-mapping usage are refused."""
     with pytest.raises(ConfigurationError, match="ModelReply"):
         ModelReply(None, "hi", "", finish_reason=finish_reason, usage=usage)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("model", ["", 7])
+def test_model_reply_refuses_an_empty_or_non_text_model(model: object) -> None:
+    """The answering model is a non-empty string or None; the message says to use None."""
+    with pytest.raises(ConfigurationError, match=r"ModelReply\.model.*use None"):
+        ModelReply(None, "hi", "", model=model)  # type: ignore[arg-type]
 
 
 def test_model_call_result_refuses_both_reply_and_failure() -> None:

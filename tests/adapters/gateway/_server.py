@@ -45,6 +45,8 @@ class Answer:
     #: Seconds to wait before each streamed chunk.
     delay: float = 0.0
     refusal: str | None = None
+    #: The response's ``model``: the model that answered (left out when ``None``).
+    model: str | None = None
 
     def message(self) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": self.content}
@@ -70,6 +72,8 @@ class Answer:
             payload["id"] = self.id
         if self.usage is not None:
             payload["usage"] = self.usage
+        if self.model is not None:
+            payload["model"] = self.model
         return payload
 
     def _pieces(self, text: str) -> list[str]:
@@ -100,9 +104,11 @@ class Answer:
         chunks[-1]["choices"][0]["finish_reason"] = self.finish_reason
         if include_usage and self.usage is not None:
             chunks.append({"object": "chat.completion.chunk", "choices": [], "usage": self.usage})
-        if self.id is not None:
-            for chunk in chunks:
+        for chunk in chunks:
+            if self.id is not None:
                 chunk["id"] = self.id
+            if self.model is not None:
+                chunk["model"] = self.model
         return chunks
 
 
@@ -127,6 +133,8 @@ class FakeGateway:
         self.answers: dict[str, Answer | list[Answer]] = {}
         #: Keys of streams whose client went away before the last chunk was sent.
         self.abandoned_streams: list[str] = []
+        #: The ``model`` every other scenario's response names (left out when ``None``).
+        self.served_model: str | None = None
         self._lock = threading.Lock()
         self.app = Starlette(
             routes=[Route("/{scenario:path}/v1/chat/completions", self._handle, methods=["POST"])]
@@ -203,6 +211,8 @@ class FakeGateway:
         else:
             return PlainTextResponse(f"unknown scenario {scenario}", status_code=404)
         payload["choices"] = [{"index": 0, "message": message, "finish_reason": "stop"}]
+        if self.served_model is not None:
+            payload["model"] = self.served_model
         return JSONResponse(payload)
 
     async def _stream(self, key: str, answer: Answer, include_usage: bool) -> AsyncIterator[str]:

@@ -43,6 +43,7 @@ answers = st.builds(
     ),
     id=st.none() | st.just("cmpl-7"),
     chunk_chars=st.integers(1, 7),
+    model=st.none() | st.just("") | st.sampled_from(["m", "m-2026-12-01"]),
 )
 
 
@@ -61,7 +62,7 @@ async def _both(root: str, key: str) -> tuple[ModelReply, ModelReply]:
 def test_a_streamed_reply_equals_the_whole_reply_for_the_same_answer(
     fake_gateway: tuple[FakeGateway, str], answer: Answer
 ) -> None:
-    """For any answer (text, reasoning, tool calls, finish reason, usage, id) and any chunking,
+    """For any answer (text, reasoning, tool calls, finish reason, usage, id, model) and any chunking,
     the streamed reply equals the reply read from the whole response."""
     gateway, root = fake_gateway
     key = f"prop-{id(answer)}"
@@ -69,6 +70,7 @@ def test_a_streamed_reply_equals_the_whole_reply_for_the_same_answer(
     whole, streamed = asyncio.run(_both(root, key))
     assert whole == streamed
     assert (answer.id, answer.reasoning_content or "") == (whole.call_id, whole.thinking)
+    assert (answer.model or None) == whole.model  # the model that answered; "" is none
 
 
 async def test_streaming_asks_for_events_and_usage(fake_gateway: tuple[FakeGateway, str]) -> None:

@@ -28,6 +28,8 @@ class MetricsReceiver:
         self.services: set[str] = set()
         #: (span name, trace id in hex) of every span received.
         self.spans: list[tuple[str, str]] = []
+        #: (span name, its string, integer and boolean attributes) of every span received.
+        self.span_attributes: list[tuple[str, dict[str, str | int | bool]]] = []
         self._lock = threading.Lock()
 
     def take_spans(self, body: bytes) -> None:
@@ -38,6 +40,12 @@ class MetricsReceiver:
                 for scope in resource.scope_spans:
                     for span in scope.spans:
                         self.spans.append((span.name, span.trace_id.hex()))
+                        attributes: dict[str, str | int | bool] = {}
+                        for attribute in span.attributes:
+                            kind = attribute.value.WhichOneof("value")
+                            if kind in ("string_value", "int_value", "bool_value"):
+                                attributes[attribute.key] = getattr(attribute.value, kind)
+                        self.span_attributes.append((span.name, attributes))
 
     def take(self, body: bytes) -> None:
         request = ExportMetricsServiceRequest()

@@ -184,6 +184,51 @@ async def test_no_secret_reaches_the_telemetry_even_with_content_on(
         assert secret not in everything
 
 
+async def test_the_response_model_is_the_model_that_answered(
+    gateway: tuple[FakeGateway, str],
+) -> None:
+    """A gateway whose responses name the model that answered (a dated version of the one
+    asked): the log's replies record it and the receiver's chat spans carry it as
+    gen_ai.response.model beside the requested gen_ai.request.model. A response without the
+    name falls back to the model asked."""
+    served, root = gateway
+    store = MemoryRunStore()
+    with metrics_receiver() as (receiver, url):
+        telemetry = OtlpTelemetry(url, metrics=False)
+        try:
+            for run_id, answered in (("named", "served-model-2026-12-01"), ("unnamed", None)):
+                served.scripts[run_id] = ['CALL lookup {"q": "x"}', "FINAL: done"]
+                served.served_model = answered
+                try:
+                    async with GatewayModelClient(
+                        f"{root}/scripted/{run_id}/v1", "served-model"
+                    ) as client:
+                        done = await run(
+                            definition(client, store, telemetry.event_sink()), request(run_id)
+                        )
+                finally:
+                    served.served_model = None
+                assert StopReason.AGENT_FINISHED == done.stop_reason
+                log = await store.read_log(run_id)
+                assert [answered, answered] == [
+                    None if r.reply is None else r.reply.model for r in log.model_results
+                ]
+        finally:
+            telemetry.shutdown()
+    chats = [attributes for name, attributes in receiver.span_attributes if name.startswith("chat")]
+    assert 4 == len(chats)
+    assert {"served-model"} == {chat["gen_ai.request.model"] for chat in chats}
+    by_run = sorted(
+        (str(chat["polyloop.run_id"]), str(chat["gen_ai.response.model"])) for chat in chats
+    )
+    assert [
+        ("named", "served-model-2026-12-01"),
+        ("named", "served-model-2026-12-01"),
+        ("unnamed", "served-model"),
+        ("unnamed", "served-model"),
+    ] == by_run
+
+
 async def test_shutdown_ends_the_invocation_of_a_run_that_raised() -> None:
     """A run that raised (no run_finished) still has its invocation span ended, as an error,
     when the telemetry shuts down — so its steps do not hang under a span that never comes."""

@@ -21,12 +21,12 @@ def test_the_additions_are_declared_optional_on_read() -> None:
     optional = [
         f.name for f in dataclasses.fields(ModelReply) if f.metadata.get("optional_on_read")
     ]
-    assert ["finish_reason", "usage"] == optional
+    assert ["finish_reason", "usage", "model"] == optional
 
 
 def test_a_reply_stored_before_the_additions_reads_with_their_defaults() -> None:
     """A stored reply without `finish_reason`/`usage` decodes with both `None`."""
-    assert ModelReply("c-1", "hi", "", None, None) == loads(ModelReply, STORED_BEFORE)
+    assert ModelReply("c-1", "hi", "", None, None, None) == loads(ModelReply, STORED_BEFORE)
 
 
 def test_a_reply_not_using_the_additions_is_written_byte_identically() -> None:
@@ -45,6 +45,10 @@ def test_a_reply_using_the_additions_round_trips_inside_a_log_record() -> None:
     assert {"prompt_tokens": 7, "completion_tokens": 2} == json.loads(line)["record"]["reply"][
         "usage"
     ]
+    answered = ModelCallResult("r", "m-0", dataclasses.replace(reply, model="m-2026"), None)
+    line = dumps_log_record(answered)
+    assert answered == loads_log_record(line)
+    assert "m-2026" == json.loads(line)["record"]["reply"]["model"]
 
 
 @pytest.mark.parametrize(
@@ -52,6 +56,7 @@ def test_a_reply_using_the_additions_round_trips_inside_a_log_record() -> None:
     [
         ('"surplus":1', "unknown field(s) ['surplus']"),
         ('"finish_reason":7', "ModelReply.finish_reason"),
+        ('"model":7', "ModelReply.model"),
         ('"usage":{"prompt_tokens":1.5}', "ModelReply.usage['prompt_tokens']"),
         ('"usage":[1]', "ModelReply.usage"),
         ('"usage":{"prompt_tokens":-1}', "must be >= 0"),

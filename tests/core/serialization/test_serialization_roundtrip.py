@@ -112,6 +112,7 @@ DATA_MAPS = frozenset({"parameter_snapshot", "usage"})
 OPTIONAL_ON_READ = frozenset(
     {
         "finish_reason",
+        "model",
         "usage",
         "calls_not_executed",
         "follows_run_id",

@@ -316,6 +316,10 @@ class ModelReply:
     #: Token counts the provider reported for this call, under its own names (``prompt_tokens``,
     #: ``completion_tokens``, nested details joined with ``.``); ``None`` when it reported none.
     usage: Mapping[str, int] | None = field(default=None, metadata={"optional_on_read": True})
+    #: The model that answered, as the provider named it in its response (``"gpt-4o-2024-08-06"``
+    #: for a request of ``"gpt-4o"``); ``None`` when the response did not say, never ``""``
+    #: (design 0074).
+    model: str | None = field(default=None, metadata={"optional_on_read": True})
 
     def __post_init__(self) -> None:
         if self.call_id == "":
@@ -323,7 +327,7 @@ class ModelReply:
                 "ModelReply.call_id is the empty string; use None when the provider gave no id "
                 "(an empty id would silently fail to join in analyses)."
             )
-        if self.finish_reason is not None or self.usage is not None:
+        if self.finish_reason is not None or self.usage is not None or self.model is not None:
             self._check_additions()
 
     def _check_additions(self) -> None:
@@ -336,13 +340,18 @@ class ModelReply:
             )
         if self.usage is not None:
             object.__setattr__(self, "usage", _usage_copy("ModelReply", "usage", self.usage))
+        if self.model is not None and (not isinstance(self.model, str) or not self.model):
+            raise ConfigurationError(
+                f"ModelReply.model must be a non-empty string or None, got {self.model!r}; use "
+                "None when the response did not name the model that answered."
+            )
 
     def __reduce__(self) -> tuple[type[ModelReply], tuple[object, ...]]:
         # ``usage`` is a read-only view, which cannot be pickled or deep-copied.
         usage = None if self.usage is None else dict(self.usage)
         return (
             ModelReply,
-            (self.call_id, self.content, self.thinking, self.finish_reason, usage),
+            (self.call_id, self.content, self.thinking, self.finish_reason, usage, self.model),
         )
 
 

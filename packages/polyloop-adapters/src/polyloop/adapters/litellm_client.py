@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Mapping
+from dataclasses import replace
 from types import ModuleType
 from typing import Any, Final, Unpack
 
@@ -197,7 +198,7 @@ class LiteLLMModelClient(SdkChatClient):
 
     def _adjusted(self, reply: ModelReply) -> ModelReply:
         if reply.usage is not None and not any(reply.usage.values()):
-            return ModelReply(reply.call_id, reply.content, reply.thinking, reply.finish_reason)
+            return replace(reply, usage=None)
         return reply
 
 

@@ -35,7 +35,7 @@ import math
 import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final
 
 from polyloop.adapters.gateway._errors import (
@@ -304,7 +304,7 @@ def _counted(reply: ModelReply, requests: int) -> ModelReply:
     usage = dict(reply.usage or {})
     usage[REQUESTS_USAGE_KEY] = requests
     usage[RETRIES_USAGE_KEY] = requests - 1
-    return ModelReply(reply.call_id, reply.content, reply.thinking, reply.finish_reason, usage)
+    return replace(reply, usage=usage)
 
 
 # -- pacing ---------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ reply either way. The rules (also in the package docstring):
   repeats it in every delta) adds nothing.
 - ``thinking``: ``reasoning_content``, else ``reasoning``.
 - ``call_id``: the response ``id`` (``None`` when missing or empty).
+- ``model``: the response ``model``, the model that answered (``None`` when missing or empty).
 - ``finish_reason``: ``choices[0].finish_reason`` (``None`` when missing or empty).
 - ``usage``: the integer counts of ``usage``, nested objects flattened with ``.``
   (``prompt_tokens_details.cached_tokens``); anything not an integer is left out.
@@ -100,6 +101,7 @@ class ReplyDraft:
     function_call: _ToolCallDraft | None = None
     finish_reason: str | None = None
     usage: dict[str, int] | None = None
+    model: str | None = None
 
     # -- whole responses and stream chunks ----------------------------------------------
 
@@ -145,6 +147,9 @@ class ReplyDraft:
         raw_id = payload.get("id")
         if self.call_id is None and isinstance(raw_id, str) and raw_id:
             self.call_id = raw_id
+        model = payload.get("model")
+        if self.model is None and isinstance(model, str) and model:
+            self.model = model
         usage = flat_usage(payload.get("usage"))
         if usage:
             self.usage = usage
@@ -210,6 +215,7 @@ class ReplyDraft:
             thinking="".join(self.reasoning_content) or "".join(self.reasoning),
             finish_reason=self.finish_reason,
             usage=self.usage,
+            model=self.model,
         )
 
 

@@ -430,10 +430,12 @@ class OpenTelemetryEventSink:
             attributes[n.GEN_AI.GEN_AI_INPUT_MESSAGES] = _input_messages(event.model_call)
         reply = None if result is None else result.reply
         if reply is not None:
-            if invocation.model:
-                # The reply record does not name the model that answered: the one asked is
-                # the best knowledge (design 0062).
-                attributes[n.GEN_AI.GEN_AI_RESPONSE_MODEL] = invocation.model
+            # The model that answered, as the response named it; a reply without the name
+            # (a log written before ModelReply.model, a server that omits it) falls back to
+            # the model asked (designs 0062, 0074).
+            answered = reply.model or invocation.model
+            if answered:
+                attributes[n.GEN_AI.GEN_AI_RESPONSE_MODEL] = answered
             if reply.call_id is not None:
                 attributes[n.GEN_AI.GEN_AI_RESPONSE_ID] = reply.call_id
             if reply.finish_reason is not None:
