@@ -21,9 +21,9 @@ from playwright.sync_api import Browser, ConsoleMessage, Page, sync_playwright
 
 from polyloop import testing
 from polyloop.types import StopReason
-from polyloop_cli.view import page_name
+from polyloop_console.viewer.command import page_name
 from tests.cli._kit import polyloop
-from tests.cli.test_view_command import (
+from tests.console.viewer.test_command import (
     DATED,
     HOSTILE_NOTE,
     dated_run,
