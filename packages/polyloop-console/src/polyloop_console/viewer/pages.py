@@ -879,6 +879,18 @@ class Pair:
         code or answer); their observations may still differ (the world moved)."""
         return bool(self.source.key) and self.source.key == self.fork.key
 
+    @property
+    def verdict(self) -> str:
+        """The row in words: ``same decision``, ``different decision``, ``fork only`` or
+        ``source only``."""
+        if self.same:
+            return "same decision"
+        if self.source.css == "none":
+            return "fork only"
+        if self.fork.css == "none":
+            return "source only"
+        return "different decision"
+
 
 def _cut(value: str) -> tuple[str, int]:
     if len(value) <= COMPARE_CHARS:
@@ -886,19 +898,21 @@ def _cut(value: str) -> tuple[str, int]:
     return value[:COMPARE_CHARS], len(value) - COMPARE_CHARS
 
 
-def _side(log: RunLog, k: int) -> Side:
+def _model_results(log: RunLog) -> dict[int, ModelCallResult]:
+    """Each step's model-call result, by step."""
+    by_id = {result.result_id: result for result in log.model_results}
+    return {
+        intent.call_index: by_id[intent.result_id]
+        for intent in log.intents
+        if intent.kind is IntentKind.MODEL_CALL and intent.result_id in by_id
+    }
+
+
+def _side(log: RunLog, k: int, results: Mapping[int, ModelCallResult]) -> Side:
     if k < len(log.steps):
         completed = log.steps[k]
         step = completed.step
-        intent = next(
-            (i for i in log.intents if i.call_index == k and i.kind is IntentKind.MODEL_CALL),
-            None,
-        )
-        result = (
-            None
-            if intent is None
-            else next((r for r in log.model_results if r.result_id == intent.result_id), None)
-        )
+        result = results.get(k)
         css, decision = decision_words(step, result)
         if step.tool_name is not None:
             body = pretty_arguments(step.tool_arguments)
@@ -910,13 +924,15 @@ def _side(log: RunLog, k: int) -> Side:
             body = step.parse_error or ""
         action, cut_action = _cut(body)
         observation, cut_observation = _cut(step.observation)
+        # A final answer has no observation: nothing to show.
+        shown = None if css == "final" and not step.observation else observation
         return Side(
             css,
             decision,
-            step.tool_name,
+            None,
             action,
             "" if step.action_status is None else step.action_status.value,
-            observation,
+            shown,
             len(step.observation),
             cut_action + cut_observation,
             (css, decision, step.tool_name, body),
@@ -940,8 +956,9 @@ def compare_rows(source: RunLog, fork: RunLog, at_step: int) -> list[Pair]:
         started = pending_step(log) is not None
         return len(log.steps) + (1 if started else 0)
 
+    source_results, fork_results = _model_results(source), _model_results(fork)
     return [
-        Pair(k, _side(source, k), _side(fork, k))
+        Pair(k, _side(source, k, source_results), _side(fork, k, fork_results))
         for k in range(at_step, max(end(source), end(fork), at_step))
     ]
 
