@@ -13,6 +13,7 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -273,6 +274,7 @@ def test_any_text_of_a_fork_adds_no_markup_to_its_pages(observation: str, varian
     assert f'<pre class="observation">{shown}</pre>' in html.unescape(side)
 
 
+@pytest.mark.slow
 def test_console_pages(tmp_path: Path) -> None:
     """`polyloop serve`: f-1's run page links r-1's and its side-by-side page, which is served
     with the viewer's policy (no script: script-src 'none') and links back; a run that is no
