@@ -1,12 +1,14 @@
 """Commands other distributions add through the ``polyloop.commands`` entry points
-(``serve`` and ``worker`` of polyloop-console, design 0068): found when installed, and a
-clear refusal naming what to install when not."""
+(``serve``, ``worker`` and ``view`` of polyloop-console, designs 0068 and 0071): found when
+installed, and a clear refusal naming what to install when not."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from tests.cli._kit import clean_env, polyloop
 
@@ -17,7 +19,8 @@ WITHOUT_CONSOLE = (
     "import importlib.metadata as m\n"
     "m.entry_points = lambda **selection: []\n"
     "from polyloop_cli.main import main\n"
-    "main(['serve', '--port', '1'])\n"
+    "import sys\n"
+    "main(sys.argv[1:])\n"
 )
 
 
@@ -27,23 +30,34 @@ def test_serve_and_worker_come_from_the_console(tmp_path: Path) -> None:
     assert 0 == listed.code
     assert "serve" in listed.stdout
     assert "worker" in listed.stdout
+    assert "view" in listed.stdout
     helped = polyloop("serve", "--help", env=env)
     assert 0 == helped.code
     assert "--tokens FILE" in helped.stdout
     assert "127.0.0.1" in helped.stdout
 
 
-def test_serve_without_the_console_says_what_to_install(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "command", [("serve", "--port", "1"), ("view", "some-run", "-o", "page.html"), ("worker",)]
+)
+def test_without_the_console_a_command_says_what_to_install(
+    tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    """`polyloop serve`, `worker` and `view` come with polyloop-console: without it, exit 2
+    and the line that says what to install; nothing written."""
     done = subprocess.run(
-        [sys.executable, "-c", WITHOUT_CONSOLE],
+        [sys.executable, "-c", WITHOUT_CONSOLE, *command],
+        cwd=tmp_path,
         env=clean_env(tmp_path / "home"),
         capture_output=True,
         text=True,
         timeout=60,
     )
     assert 2 == done.returncode
+    assert f"`polyloop {command[0]}` comes with the polyloop-console distribution" in done.stderr
     assert "pip install polyloop-console" in done.stderr
     assert "Traceback" not in done.stderr
+    assert [] == list(tmp_path.glob("*.html"))
 
 
 def test_serve_refuses_a_missing_store_without_making_a_token(tmp_path: Path) -> None:

@@ -90,7 +90,6 @@ def _register() -> None:
     from polyloop_cli.commands.steps import steps
     from polyloop_cli.commands.verify import verify
     from polyloop_cli.demo.command import demo
-    from polyloop_cli.view import view
 
     for command in (
         runs,
@@ -101,7 +100,6 @@ def _register() -> None:
         demo,
         batch,
         steps,
-        view,
         pending,
         approve,
         reject,
@@ -137,12 +135,16 @@ def _require_given(command: click.Command) -> None:
     command.callback = checked
 
 
-#: Commands another distribution adds (``polyloop serve`` and ``worker`` come with
-#: polyloop-console); the CLI finds them by this entry-point group and never imports them by
-#: name, so it stays light without them.
+#: Commands another distribution adds (``polyloop serve``, ``worker`` and ``view`` come with
+#: polyloop-console: the viewer's pages are its templates); the CLI finds them by this
+#: entry-point group and never imports them by name, so it stays light without them.
 COMMANDS_GROUP = "polyloop.commands"
 #: Where each command of :data:`COMMANDS_GROUP` the CLI knows of comes from.
-ADDED_COMMANDS = {"serve": "polyloop-console", "worker": "polyloop-console"}
+ADDED_COMMANDS = {
+    "view": "polyloop-console",
+    "serve": "polyloop-console",
+    "worker": "polyloop-console",
+}
 
 
 def _register_installed() -> None:

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
@@ -52,9 +52,10 @@ from polyloop_cli.rendering.redaction import scrub
 from polyloop_cli.shared.agents import opened_agent
 from polyloop_cli.shared.errors import CliError
 from polyloop_cli.shared.stores import StoreUrl, list_run_ids, read_run
-from polyloop_cli.view_page import RunPage, run_page
 from polyloop_console.auth import Session, Sessions, Tokens
 from polyloop_console.driving import Agent, resume_one
+from polyloop_console.viewer.lineage import ComparePage, read_lineage
+from polyloop_console.viewer.pages import RunPage, compare_page, run_page
 
 __all__ = ["CSP", "Console", "build_app"]
 
@@ -486,14 +487,64 @@ def viewer_csp(html: str) -> str:
     )
 
 
+def run_href(run_id: str) -> str:
+    """A run's page in the console."""
+    return f"/runs/{quote(run_id, safe='/')}"
+
+
+def compare_href(run_id: str) -> str:
+    """A fork's page beside its source in the console (design 0071)."""
+    return f"/compare/{quote(run_id, safe='/')}"
+
+
+def _viewer_response(html: str) -> HTMLResponse:
+    # The viewer's own meta policy stays; the header adds the scripts' digests.
+    return HTMLResponse(html, headers={"content-security-policy": viewer_csp(html)})
+
+
 async def _run(request: Request, console: Console, session: Session, session_id: str) -> Response:
     run_id = request.path_params["run_id"]
     read = await read_run(console.store, console.url, run_id)
     if read.log == RunLog() and read.damage is None:
         return PlainTextResponse(f"No run {run_id!r} in this store.\n", status_code=404)
-    html = run_page(RunPage(run_id, read.log, str(console.url), read.damage))
-    # The viewer's own meta policy stays; the header adds the scripts' digests.
-    return HTMLResponse(html, headers={"content-security-policy": viewer_csp(html)})
+    lineage = None
+    if read.damage is None:
+        lineage = await read_lineage(console.store, read.log, run_href)
+    page = RunPage(
+        run_id,
+        read.log,
+        str(console.url),
+        read.damage,
+        lineage=lineage,
+        compare_href=None if lineage is None or lineage.source is None else compare_href(run_id),
+    )
+    return _viewer_response(run_page(page))
+
+
+async def _compare(
+    request: Request, console: Console, session: Session, session_id: str
+) -> Response:
+    run_id = request.path_params["run_id"]
+    read = await read_run(console.store, console.url, run_id)
+    if read.log == RunLog() and read.damage is None:
+        return PlainTextResponse(f"No run {run_id!r} in this store.\n", status_code=404)
+    if read.damage is not None:
+        return PlainTextResponse(
+            f"The log of run {run_id!r} cannot be read whole; its page shows what can be.\n",
+            status_code=404,
+        )
+    lineage = await read_lineage(console.store, read.log, run_href)
+    if lineage is None:
+        return PlainTextResponse(f"Run {run_id!r} is not a fork.\n", status_code=404)
+    if lineage.source is None:
+        return PlainTextResponse(
+            f"Run {run_id!r} is a fork of {lineage.source_run_id!r}, which is not in this store.\n",
+            status_code=404,
+        )
+    page = ComparePage(
+        run_id, read.log, lineage.source, lineage, str(console.url), run_href(run_id), "/runs"
+    )
+    return _viewer_response(compare_page(page))
 
 
 async def _favicon(request: Request) -> Response:
@@ -523,6 +574,7 @@ def build_app(console: Console, allowed_hosts: Sequence[str] | None = None) -> A
             Route("/decide", _signed_in(console, _decide, changes=True), methods=["POST"]),
             Route("/runs", _signed_in(console, _runs), methods=["GET"]),
             Route("/runs/{run_id:path}", _signed_in(console, _run), methods=["GET"]),
+            Route("/compare/{run_id:path}", _signed_in(console, _compare), methods=["GET"]),
             # Browsers ask for it on every page, the viewer's too.
             Route("/favicon.ico", _favicon, methods=["GET"]),
             Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),

@@ -1,5 +1,8 @@
 """``polyloop view``: a run's trajectory as one self-contained HTML page, or every run of a store
-as a list of pages (design 0048). The pages are :mod:`polyloop_cli.view_page`'s.
+as a list of pages (designs 0048, 0071); a fork's page beside it, its steps side by side with its
+source's. The pages are :mod:`polyloop_console.viewer.pages`'. The command comes with
+polyloop-console; the ``polyloop`` command finds it through the ``polyloop.commands`` entry
+points.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from polyloop.session import rebuilt_prompt
 from polyloop_cli.rendering.inspection import run_summary
 from polyloop_cli.rendering.invocation import suggest
 from polyloop_cli.rendering.render import Output
+from polyloop_cli.rendering.tokens import run_tokens
 from polyloop_cli.shared.agents import opened_agent
 from polyloop_cli.shared.command_kit import (
     STORE_AS_FOR_RUNS,
@@ -36,12 +40,21 @@ from polyloop_cli.shared.stores import (
     read_run,
     salvage,
 )
-from polyloop_cli.view_page import RunEntry, RunPage, index_page, run_page, run_tokens
+from polyloop_console.viewer.lineage import ComparePage, Lineage, read_lineage
+from polyloop_console.viewer.pages import (
+    RunEntry,
+    RunPage,
+    compare_page,
+    index_page,
+    run_page,
+)
 
-__all__ = ["default_page", "page_name", "view"]
+__all__ = ["compare_path", "default_page", "page_name", "view"]
 
 #: The page of every run lives here, under the directory of ``view --all``.
 RUNS_DIRECTORY = "runs"
+#: The side-by-side page of every fork whose source is in the store, under that directory.
+COMPARE_DIRECTORY = "compare"
 
 
 def page_name(run_id: str) -> str:
@@ -61,6 +74,12 @@ def default_page(run_id: str) -> Path:
     if _PLAIN_ID.fullmatch(run_id):
         return Path(f"{run_id}.html")
     return Path(page_name(run_id))
+
+
+def compare_path(page: Path) -> Path:
+    """Where ``view FORK -o PAGE`` writes the fork's side-by-side page: beside PAGE, its name
+    with ``.compare`` before the suffix (``fork.html`` → ``fork.compare.html``)."""
+    return page.with_name(f"{page.stem}.compare{page.suffix or '.html'}")
 
 
 def _write(path: Path, html: str) -> None:
@@ -96,13 +115,44 @@ async def _with_agent(page: RunPage, store: RunStore, agent: Agent | None) -> Ru
     return dataclasses.replace(page, prompt=prompt, agent=spec, parser=parser)
 
 
-async def _read(url: StoreUrl, run_id: str, advice: str, agent: Agent | None) -> RunPage:
+async def _read(
+    url: StoreUrl, run_id: str, advice: str, agent: Agent | None, compare: Path
+) -> RunPage:
+    """The run's page; a fork's with its lineage (its sources named, no link: their pages are
+    not written) and, when its source is in the store, a link to ``compare``."""
     async with open_store(url, missing_advice=advice) as store:
         read = await read_run(store, url, run_id)
         if read.damage is None:
-            return await _with_agent(RunPage(run_id, read.log, str(url)), store, agent)
+            lineage = await read_lineage(store, read.log)
+            page = RunPage(
+                run_id,
+                read.log,
+                str(url),
+                lineage=lineage,
+                compare_href=None if _no_source(lineage) else compare.name,
+            )
+            return await _with_agent(page, store, agent)
         saved = await salvage(store, url, run_id)
         return RunPage(run_id, saved.log, str(url), read.damage, saved.unreadable)
+
+
+def _no_source(lineage: Lineage | None) -> bool:
+    return lineage is None or lineage.source is None
+
+
+def _compare_html(
+    page: RunPage, fork_href: str | None, index_href: str | None = None
+) -> str | None:
+    """The fork's side-by-side page, or ``None`` for a run that is no fork or whose source
+    is not in the store."""
+    lineage = page.lineage
+    if lineage is None or lineage.source is None:
+        return None
+    return compare_page(
+        ComparePage(
+            page.run_id, page.log, lineage.source, lineage, page.store, fork_href, index_href
+        )
+    )
 
 
 def _task_line(page: RunPage) -> str:
@@ -117,6 +167,11 @@ def _task_line(page: RunPage) -> str:
     return ""
 
 
+def _sibling_page(run_id: str) -> str:
+    """A run's page as linked from a page in ``runs/`` or ``compare/`` of ``view --all``."""
+    return f"../{RUNS_DIRECTORY}/{page_name(run_id)}"
+
+
 async def _write_all(
     url: StoreUrl, directory: Path, advice: str, agent: Agent | None
 ) -> tuple[int, list[str], list[str]]:
@@ -127,7 +182,19 @@ async def _write_all(
         listing = await list_run_ids(store, url)
         for run_id in listing.run_ids:
             read = await read_run(store, url, run_id)
-            page = RunPage(run_id, read.log, str(url), index_href="../index.html")
+            name = f"{RUNS_DIRECTORY}/{page_name(run_id)}"
+            compare = f"{COMPARE_DIRECTORY}/{page_name(run_id)}"
+            lineage = None
+            if read.damage is None:
+                lineage = await read_lineage(store, read.log, _sibling_page)
+            page = RunPage(
+                run_id,
+                read.log,
+                str(url),
+                index_href="../index.html",
+                lineage=lineage,
+                compare_href=None if _no_source(lineage) else f"../{compare}",
+            )
             page = await _with_agent(page, store, agent)
             if read.damage is not None:
                 damaged.append(run_id)
@@ -135,8 +202,10 @@ async def _write_all(
                 page = RunPage(
                     run_id, saved.log, str(url), read.damage, saved.unreadable, "../index.html"
                 )
-            name = f"{RUNS_DIRECTORY}/{page_name(run_id)}"
             await asyncio.to_thread(_write, directory / name, run_page(page))
+            side_by_side = _compare_html(page, f"../{name}", "../index.html")
+            if side_by_side is not None:
+                await asyncio.to_thread(_write, directory / compare, side_by_side)
             summary = run_summary(run_id, page.log, page.damage)
             entries.append(
                 RunEntry(
@@ -204,6 +273,8 @@ def view(
     """Write a run's trajectory as one HTML page that opens from disk (no network): every
     step's reply, decision, action, observation and intents, the step it started and did not
     finish, the stop reason and why, the parameter snapshot; keyboard navigation (j/k).
+    A fork's page shows its lineage and the inherited steps, and a second page (PAGE with
+    .compare before its suffix) sets it beside its source step by step from the fork step.
     --all: every run of the store, listed. --agent: the task and messages too.
     """
     if (run_id is None) == (not every):
@@ -236,21 +307,36 @@ def view(
                 "names the bad records.",
             )
         return
-    page = asyncio.run(_read(url, run_id, advice, built))
+    path = output_path or default_page(run_id)
+    compare = compare_path(path)
+    page = asyncio.run(_read(url, run_id, advice, built, compare))
     if page.damage is None and page.log == RunLog():
         raise CliError(
             ExitCode.RUN_NOT_FOUND,
             f"no run {shown_id(run_id)} in the {url.kind} store at {url.location}; list the "
             f"runs with `{suggest('runs', *option)}`.",
         )
-    path = output_path or default_page(run_id)
     _write(path, run_page(page))
+    side_by_side = _compare_html(page, path.name)
+    if side_by_side is not None:
+        _write(compare, side_by_side)
     if as_json:
-        output.json(
-            {"store": str(url), "run_id": run_id, "steps": len(page.log.steps), "output": str(path)}
-        )
+        document = {
+            "store": str(url),
+            "run_id": run_id,
+            "steps": len(page.log.steps),
+            "output": str(path),
+        }
+        if side_by_side is not None:
+            document["compare"] = str(compare)
+        output.json(document)
     else:
-        output.line(f"wrote {path} ({len(page.log.steps)} steps); open it in a browser.")
+        beside = (
+            ""
+            if side_by_side is None
+            else f", and {compare} (beside its source from the fork step)"
+        )
+        output.line(f"wrote {path} ({len(page.log.steps)} steps){beside}; open it in a browser.")
     if page.damage is not None:
         raise CliError(
             ExitCode.CORRUPT_LOG,

@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 from polyloop import testing
 from polyloop.stores.sqlite import SqliteRunStore
 from polyloop.types import ModelCallResult, ReplayPolicy, StopReason
-from polyloop_cli.view import page_name
-from polyloop_cli.view_page import FOLD_CHARS, RunPage, run_page, text
+from polyloop_console.viewer.command import page_name
+from polyloop_console.viewer.pages import FOLD_CHARS, RunPage, run_page, text
 from tests.cli._kit import assert_one_line_error, headline, polyloop
 from tests.cli.shared.test_damaged_stores import damaged_sqlite  # noqa: F401  (a fixture)
 from tests.table_kit import fill, replied
@@ -483,3 +483,29 @@ def test_runs_and_show_give_the_start_time(tmp_path: Path, env: dict[str, str]) 
     assert any(line.split() == ["started", DATED["late"]] for line in text_lines)
     old_lines = polyloop("show", "old", "--store", url, env=env).stdout.splitlines()
     assert not any(line.startswith("started") for line in old_lines)
+
+
+async def test_view_writes_the_default_page_its_help_names(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """`view RUN_ID` without -o writes ./RUN_ID.html, as its help says; a run id with other
+    characters gets its safe characters and a digest (never a path outside the directory)."""
+    sqlite_path = tmp_path / "runs.sqlite"
+    async with SqliteRunStore(sqlite_path) as store:
+        for run_id in ("nightly-7.2", "../x y"):
+            step = testing.final_step(run_id, 0, "done")
+            finished = testing.run_finished(run_id, [step], StopReason.AGENT_FINISHED)
+            await testing.write_records(
+                store, [testing.run_started(run_id), *step.records, finished]
+            )
+    helped = polyloop("view", "--help", env=env)
+    assert "default ./RUN_ID.html" in " ".join(helped.stdout.split())
+    work = tmp_path / "work"
+    work.mkdir()
+    store = ("--store", f"sqlite://{sqlite_path}")
+    for run_id, name in (("nightly-7.2", "nightly-7.2.html"), ("../x y", page_name("../x y"))):
+        result = polyloop("view", run_id, *store, env=env, cwd=work)
+        assert 0 == result.code, result.stderr
+        assert f"wrote {name} " in result.stdout
+        assert [name] == [path.name for path in work.iterdir() if path.name == name]
+    assert 2 == len(list(work.iterdir()))

@@ -8,7 +8,9 @@ never skips, when chromium is missing: ``.ci/install-system`` installs it.
 - hostile content (HTML, script tags, ANSI escapes, a 1 MB line) is shown as text, never run;
 - keyboard navigation; the store-wide list filters and links to each page;
 - a 1,000-step run with 20,000-character observations loads and shows every step (its load
-  time is measured by bench/view_bench.py, not here).
+  time is measured by bench/view_bench.py, not here);
+- a fork's page marks its inherited steps and opens its side-by-side page, which shows both
+  runs' steps from the fork step (design 0071).
 """
 
 from __future__ import annotations
@@ -21,9 +23,10 @@ from playwright.sync_api import Browser, ConsoleMessage, Page, sync_playwright
 
 from polyloop import testing
 from polyloop.types import StopReason
-from polyloop_cli.view import page_name
+from polyloop_console.viewer.command import page_name
 from tests.cli._kit import polyloop
-from tests.cli.test_view_command import (
+from tests.console.viewer._forks import forked_store
+from tests.console.viewer.test_command import (
     DATED,
     HOSTILE_NOTE,
     dated_run,
@@ -322,3 +325,57 @@ def test_a_thousand_steps_of_long_observations_load_whole(
     length = page.locator("#step-999 details.fold pre").evaluate("e => e.textContent.length")
     assert 20_000 == length
     assert [] == opened.errors
+
+
+def test_a_fork_beside_its_source_shows_both_runs_steps_from_the_fork_step(
+    browser: Browser, tmp_path: Path, env: dict[str, str]
+) -> None:
+    """`view --all` of a run, its fork at step 2 and a fork of that fork: from the fork's page,
+    the link opens the side-by-side page, whose rows are steps 2 to 5, the source's steps 2-3
+    beside the fork's 2-5 (the hostile note shown as text, nothing run), each step linking to
+    its card on its run's page; the inherited steps are marked on the fork's page; a
+    screenshot is kept (its path printed)."""
+    url = forked_store(tmp_path / "runs.sqlite")
+    directory = tmp_path / "pages"
+    assert 0 == polyloop("view", "--all", "--store", url, "-o", str(directory), env=env).code
+    opened = Opened(browser, directory / "runs" / page_name("f-1"))
+    page = opened.page
+    marks = [page.locator(f"#step-{k} .mark.inherited").count() for k in range(6)]
+    assert [1, 1, 0, 0, 0, 0] == marks
+    assert "r-1 at step 2 (steps 0-1 inherited)" in page.locator("#lineage").inner_text()
+    page.locator("#compare-link").click()
+    page.wait_for_load_state("load")
+    assert page.url.endswith(f"compare/{page_name('f-1')}")
+    rows = page.locator("#side-by-side tbody tr[id^=pair-]")
+    assert ["pair-2", "pair-3", "pair-4", "pair-5", "pair-stop"] == [
+        rows.nth(i).get_attribute("id") for i in range(rows.count())
+    ]
+
+    def cell(k: int, side: str) -> str:
+        index = 1 if side == "source" else 2
+        return page.locator(f"#pair-{k} > :nth-child({index + 1})").inner_text()
+
+    for k in (2, 3):
+        assert cell(k, "source").startswith(f"step {k}: ")
+    for k in (2, 3, 4, 5):
+        assert cell(k, "fork").startswith(f"step {k}: ")
+    assert "tool call look" in cell(2, "source")
+    assert "tool call look" in cell(2, "fork")
+    assert "final answer" in cell(3, "source")
+    assert "tool call pay" in cell(3, "fork")
+    assert "</pre><script>window.__pwned = 1</script>" in cell(3, "fork")
+    assert "no step 4" in cell(4, "source")
+    assert "final answer" in cell(5, "fork")
+    assert page.evaluate("typeof window.__pwned") == "undefined"
+    assert 0 == page.locator("main script, main img").count()
+    screenshot = tmp_path / "fork-beside-source.png"
+    page.set_viewport_size({"width": 1366, "height": 1700})
+    page.screenshot(path=str(screenshot), full_page=True)
+    print(f"screenshot of the side-by-side page: {screenshot}")
+    assert screenshot.stat().st_size > 10_000
+    page.locator("#pair-3 > :nth-child(2) a").click()
+    page.wait_for_load_state("load")
+    assert page.url.endswith(f"runs/{page_name('r-1')}#step-3")
+    assert "#step-3" == page.evaluate("location.hash")
+    assert [] == opened.errors
+    assert all(request.startswith("file://") for request in opened.requests), opened.requests

@@ -14,7 +14,7 @@ from polyloop.stores.memory import MemoryRunStore
 from polyloop.testing import LineDecisionParser
 from polyloop.types import StopReason
 from polyloop_cli.rendering.inspection import plan_report
-from polyloop_cli.view_pending import pending_step, shipped_parser
+from polyloop_console.viewer.pending import pending_step, shipped_parser
 from tests.loop_kit import (
     SCENARIO,
     Crash,
