@@ -183,6 +183,18 @@ class MemoryRunStore:
         with self._lock:
             return tuple(self._logs)
 
+    async def change_marker(self, run_id: str) -> str:
+        """How many records the run holds (:class:`polyloop.watching.ChangeMarking`): records
+        are only ever added."""
+        with self._lock:
+            log = self._logs.get(run_id)
+            return "0" if log is None else str(_count(log))
+
+    async def change_markers(self) -> Mapping[str, str]:
+        """Every run's record count (:class:`polyloop.watching.ChangeMarking`)."""
+        with self._lock:
+            return {run_id: str(_count(log)) for run_id, log in self._logs.items()}
+
     def close(self) -> None:
         """Nothing to release (:class:`polyloop.ports.StoreClosing`): the logs live as long as
         the object, and stay readable."""
@@ -206,6 +218,18 @@ class MemoryRunStore:
 
     def parameters(self) -> Mapping[str, str]:
         return {"kind": "memory"}
+
+
+def _count(log: _Log) -> int:
+    return (
+        (log.started is not None)
+        + len(log.intents)
+        + len(log.model_results)
+        + len(log.steps)
+        + (log.finished is not None)
+        + len(log.asks)
+        + len(log.answers)
+    )
 
 
 def _set_started(log: _Log, record: RunStarted) -> None:
