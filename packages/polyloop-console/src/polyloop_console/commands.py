@@ -146,6 +146,8 @@ def serve(
             finally:
                 for task in list(console.resumes):
                     task.cancel()
+                if console.live is not None:
+                    await console.live.aclose()
 
     asyncio.run(go())
 
