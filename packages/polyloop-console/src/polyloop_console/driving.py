@@ -107,7 +107,9 @@ class _Looked:
     again: set[str] = field(default_factory=set)
     #: Runs the store said were written since the last look.
     notified: set[str] = field(default_factory=set)
+    #: Logs read and passes made so far (for tests and benchmarks).
     reads: int = 0
+    passes: int = 0
 
 
 async def _changed(
@@ -115,6 +117,7 @@ async def _changed(
 ) -> list[str]:
     """The runs to read this pass: with change markers, those whose marker moved since
     their last read (and the ones to try again); without, every run."""
+    looked.passes += 1
     if not supports_change_marking(store):
         return list(await list_run_ids())
     assert isinstance(store, ChangeMarking)
