@@ -166,8 +166,18 @@ def test_the_event_stream_needs_a_session_and_tells_a_stale_page_at_once(tmp_pat
             stranger.cookies.set("polyloop_session", "forged-session-id")
             assert 403 == stranger.get(f"/live/{RUN}").status_code
         with signed_in(served) as client:
-            page = client.get(f"/runs/{RUN}").text
+            answer = client.get(f"/runs/{RUN}")
+            page, policy = answer.text, answer.headers["content-security-policy"]
             assert 'id="polyloop-live"' in page
+            # The console's header policy is the page's only one: the script and its requests
+            # from the console, the viewer's inline scripts by digest, nothing else.
+            assert "http-equiv" not in page
+            assert "script-src 'self' 'sha256-" in policy
+            assert "connect-src 'self'" in policy
+            assert "unsafe-inline" not in policy.split("script-src", 1)[1].split(";")[0]
+            script = client.get("/static/live.js")
+            assert "javascript" in script.headers["content-type"]
+            assert "EventSource" in script.text
             with client.stream("GET", f"/live/{RUN}?since=stale") as stream:
                 assert 200 == stream.status_code
                 assert stream.headers["content-type"].startswith("text/event-stream")

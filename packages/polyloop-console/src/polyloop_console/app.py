@@ -532,6 +532,9 @@ async def _run(request: Request, console: Console, session: Session, session_id:
 
 #: Seconds between comments on an idle event stream (also when an ended session is noticed).
 PING_SECONDS = 15.0
+#: At most one event per this many seconds on a stream: each makes the page fetch itself
+#: again, and a busy run changes far more often than anyone reads.
+EVENT_GAP_SECONDS = 0.2
 
 
 async def _events(request: Request, console: Console) -> Response:
@@ -554,6 +557,8 @@ async def _events(request: Request, console: Console) -> Response:
                 if watched.marker != last:
                     last = watched.marker
                     yield ServerSentEvent(data=last, event="changed")
+                    await asyncio.sleep(EVENT_GAP_SECONDS)
+                    continue
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(waiting.wait(), PING_SECONDS)
 
