@@ -538,8 +538,8 @@ EVENT_GAP_SECONDS = 0.2
 
 
 async def _events(request: Request, console: Console) -> Response:
-    """The run's server-sent events: ``changed`` (data: the run's new marker) each time
-    records of it land, at once if it changed since the page's ``since``. Needs a session
+    """The run's server-sent events: ``changed`` each time records of it land (at most one
+    per ``EVENT_GAP_SECONDS``), at once if it changed since the page's marker ``since``. Needs a session
     like every page (refused with 403, not sent to sign in: a script reads it)."""
     session_id = request.cookies.get(COOKIE)
     if console.sessions.get(session_id) is None:
@@ -551,12 +551,16 @@ async def _events(request: Request, console: Console) -> Response:
 
     async def events() -> AsyncIterator[ServerSentEvent]:
         async with live.watching(run_id) as watched:
-            last = since
+            seen = watched.version
+            # Written between the page's marker and now: told at once.
+            if await change_marker(console.store, run_id) != since:
+                yield ServerSentEvent(data=str(seen), event="changed")
+                await asyncio.sleep(EVENT_GAP_SECONDS)
             while console.sessions.get(session_id) is not None:
                 waiting = watched.changed
-                if watched.marker != last:
-                    last = watched.marker
-                    yield ServerSentEvent(data=last, event="changed")
+                if watched.version != seen:
+                    seen = watched.version
+                    yield ServerSentEvent(data=str(seen), event="changed")
                     await asyncio.sleep(EVENT_GAP_SECONDS)
                     continue
                 with contextlib.suppress(TimeoutError):

@@ -1,10 +1,10 @@
 """Live run pages: which runs changed, told to the pages that show them (design 0069).
 
-One :class:`RunWatch` per console serves every open page. It looks at a run only while a page
-watches it, and once per change however many pages watch: on a store that notifies
-(PostgreSQL's ``LISTEN``), when the store says the run was written; on any other, by
-comparing the run's change marker every ``poll_seconds`` (a ``COUNT``/``MAX`` on the run's index
-or a ``stat``, never a read of the log, on the stores that give markers).
+One :class:`RunWatch` per console serves every open page. It follows a run only while a page
+watches it, and once however many pages watch: on a store that notifies (PostgreSQL's
+``LISTEN``) the notification is the change, nothing is read; on any other, it compares the
+run's change marker every ``poll_seconds`` (a ``COUNT``/``MAX`` on the run's index or a
+``stat``, never a read of the log, on the stores that give markers).
 """
 
 from __future__ import annotations
@@ -42,23 +42,26 @@ async def change_marker(store: RunStore, run_id: str) -> str:
 
 @dataclass(slots=True)
 class _Watched:
+    #: The run's marker when last looked at (polling stores).
     marker: str
     pages: int = 0
+    #: How many changes were seen since the first page began watching.
+    version: int = 0
     #: Set (and replaced) when the run changes.
     changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def moved(self) -> None:
+        self.version += 1
+        event, self.changed = self.changed, asyncio.Event()
+        event.set()
 
 
 class RunWatch:
     """Wakes the pages watching a run when records of it land."""
 
-    def __init__(
-        self, store: RunStore, *, poll_seconds: float = 0.1, notified_gap: float = 0.05
-    ) -> None:
+    def __init__(self, store: RunStore, *, poll_seconds: float = 0.1) -> None:
         self._store = store
         self._poll_seconds = poll_seconds
-        #: After looking at the runs the store notified, wait this long before the next look:
-        #: a run written hundreds of times a second is looked at 20 times a second.
-        self._notified_gap = notified_gap
         self._runs: dict[str, _Watched] = {}
         self._task: asyncio.Task[None] | None = None
         self._looks = 0
@@ -70,8 +73,8 @@ class RunWatch:
 
     @contextlib.asynccontextmanager
     async def watching(self, run_id: str) -> AsyncIterator[_Watched]:
-        """Watch ``run_id`` while inside: ``.changed`` is set when it changes, ``.marker`` is
-        its marker then (the event is replaced by a fresh one each time)."""
+        """Watch ``run_id`` while inside: each change adds one to ``.version`` and sets
+        ``.changed`` (replaced by a fresh event each time)."""
         watched = self._runs.get(run_id)
         if watched is None:
             watched = _Watched(await self._marker(run_id))
@@ -113,8 +116,7 @@ class RunWatch:
             return
         if marker != watched.marker:
             watched.marker = marker
-            event, watched.changed = watched.changed, asyncio.Event()
-            event.set()
+            watched.moved()
 
     async def _poll(self) -> None:
         while True:
@@ -124,32 +126,17 @@ class RunWatch:
 
     async def _listen(self) -> None:
         assert isinstance(self._store, ChangeNotifying)
-        dirty: set[str] = set()
-        woken = asyncio.Event()
-        looker = asyncio.create_task(self._look_notified(dirty, woken))
-        try:
-            while True:
-                try:
-                    async with self._store.watch_changes() as written:
-                        # Whatever landed before the listener was open is found by a look.
-                        dirty.update(self._runs)
-                        woken.set()
-                        async for run_id in written:
-                            if run_id in self._runs:
-                                dirty.add(run_id)
-                                woken.set()
-                except PolyLoopError as error:
-                    LOG.warning("live pages: listening stopped (%s); listening anew", error)
-                    await asyncio.sleep(1.0)
-        finally:
-            looker.cancel()
-
-    async def _look_notified(self, dirty: set[str], woken: asyncio.Event) -> None:
         while True:
-            await woken.wait()
-            woken.clear()
-            runs = list(dirty)
-            dirty.clear()
-            for run_id in runs:
-                await self._look(run_id)
-            await asyncio.sleep(self._notified_gap)
+            try:
+                async with self._store.watch_changes() as written:
+                    # Whatever landed before the listener was open is found by a look.
+                    for run_id in list(self._runs):
+                        await self._look(run_id)
+                    async for run_id in written:
+                        # The notification says the run was written: no need to look.
+                        watched = self._runs.get(run_id)
+                        if watched is not None:
+                            watched.moved()
+            except PolyLoopError as error:
+                LOG.warning("live pages: listening stopped (%s); listening anew", error)
+                await asyncio.sleep(1.0)
