@@ -37,6 +37,7 @@ from tests.console._agents import ONE_REFUND, build
 from tests.console._kit import (
     AGENT,
     DEADLINE,
+    csrf_of,
     episode,
     ledger_lines,
     serve,
@@ -181,6 +182,10 @@ def test_the_event_stream_needs_a_session_and_tells_a_stale_page_at_once(tmp_pat
                 assert stream.headers["content-type"].startswith("text/event-stream")
                 lines = stream.iter_lines()
                 assert "event: changed" == next(line for line in lines if line.startswith("event"))
+                # Signing out ends the stream (at its next ping at the latest).
+                csrf = csrf_of(client.get("/").text)
+                assert 303 == client.post("/logout", data={"csrf": csrf}).status_code
+                assert [] == [line for line in lines if line.startswith("event")]
     finally:
         served.stop()
 

@@ -556,7 +556,7 @@ async def _events(request: Request, console: Console) -> Response:
             if await change_marker(console.store, run_id) != since:
                 yield ServerSentEvent(data=str(seen), event="changed")
                 await asyncio.sleep(EVENT_GAP_SECONDS)
-            while console.sessions.get(session_id) is not None:
+            while console.sessions.alive(session_id):
                 waiting = watched.changed
                 if watched.version != seen:
                     seen = watched.version
