@@ -2,8 +2,8 @@
 
 - every store gives markers: for any drawn sequence of writes to a few runs, each write moves
   the written run's marker to one it never had, leaves the others' alone, and
-  ``change_markers()`` is each listed run's ``change_marker``, as another store object on the
-  same storage sees it;
+  ``change_markers()`` is each listed run's ``change_marker`` (``change_markers(run_ids)`` those
+  of the given runs written), as another store object on the same storage sees it;
 - PostgreSQL notifies: a listener hears each run written by another store object (a run_id
   with NUL and 10 kB too), only after the write committed, and a 1.0 schema (written before
   the trigger) gets it from the next writer.
@@ -74,6 +74,8 @@ def test_each_write_moves_only_its_runs_marker_to_a_new_one(kind: str, order: li
                 listed = await _marking(watcher).change_markers()
                 assert {r: now[r] for r in listed} == dict(listed)
                 assert set(listed) == written
+                chosen = await _marking(watcher).change_markers([*RUNS, "never-written"])
+                assert {r: now[r] for r in written} == dict(chosen)
         finally:
             await close_store(writer)
             if watcher is not writer:

@@ -87,6 +87,10 @@ class RunWatch:
             watched.pages -= 1
             if watched.pages == 0 and self._runs.get(run_id) is watched:
                 del self._runs[run_id]
+            if not self._runs and self._task is not None:
+                # No page open: stop polling, or listening to every write of the store.
+                self._task.cancel()
+                self._task = None
 
     async def aclose(self) -> None:
         """Stop looking (the server is going down)."""
@@ -102,7 +106,11 @@ class RunWatch:
             self._task = asyncio.create_task(self._listen() if notifying else self._poll())
 
     async def _marker(self, run_id: str) -> str:
+        """The run's marker as :meth:`_look_all` sees it (``""``: no record yet)."""
         self._looks += 1
+        if supports_change_marking(self._store):
+            assert isinstance(self._store, ChangeMarking)
+            return (await self._store.change_markers([run_id])).get(run_id, "")
         return await change_marker(self._store, run_id)
 
     async def _look(self, run_id: str) -> None:
@@ -119,10 +127,31 @@ class RunWatch:
             watched.moved()
 
     async def _poll(self) -> None:
+        marking = supports_change_marking(self._store)
         while True:
-            for run_id in list(self._runs):
-                await self._look(run_id)
+            if marking and self._runs:
+                await self._look_all()
+            else:
+                for run_id in list(self._runs):
+                    await self._look(run_id)
             await asyncio.sleep(self._poll_seconds)
+
+    async def _look_all(self) -> None:
+        """Every watched run's marker in one read (``change_markers(run_ids)``)."""
+        assert isinstance(self._store, ChangeMarking)
+        watched = list(self._runs)
+        self._looks += 1
+        try:
+            markers = await self._store.change_markers(watched)
+        except PolyLoopError as error:
+            LOG.warning("live pages: reading the markers failed: %s", type(error).__name__)
+            return
+        for run_id in watched:
+            run = self._runs.get(run_id)
+            marker = markers.get(run_id, "")
+            if run is not None and marker != run.marker:
+                run.marker = marker
+                run.moved()
 
     async def _listen(self) -> None:
         assert isinstance(self._store, ChangeNotifying)

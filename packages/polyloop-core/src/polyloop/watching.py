@@ -15,7 +15,7 @@ A store without them still works: a watcher then reads the logs.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager
 from typing import Protocol, runtime_checkable
 
@@ -43,11 +43,12 @@ class ChangeMarking(Protocol):
         :class:`polyloop.errors.StoreError` when the storage cannot be read."""
         ...
 
-    async def change_markers(self) -> Mapping[str, str]:
-        """The marker of every run the store lists (:class:`polyloop.ports.RunListing`), in
-        one read: what a watcher compares with its last pass to find the runs written since.
-        Never blocks the event loop; raises :class:`polyloop.errors.StoreError` when the
-        storage cannot be read."""
+    async def change_markers(self, run_ids: Iterable[str] | None = None) -> Mapping[str, str]:
+        """The marker of every run the store lists (:class:`polyloop.ports.RunListing`), or
+        of those of ``run_ids`` that hold a record, in one read: what a watcher compares with
+        its last look to find the runs written since. Each is the marker ``change_marker``
+        gives; a run without a record is left out. Never blocks the event loop; raises
+        :class:`polyloop.errors.StoreError` when the storage cannot be read."""
         ...
 
 

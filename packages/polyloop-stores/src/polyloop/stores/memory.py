@@ -18,7 +18,7 @@ child forked from the process holds none of them.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -190,10 +190,13 @@ class MemoryRunStore:
             log = self._logs.get(run_id)
             return "0" if log is None else str(_count(log))
 
-    async def change_markers(self) -> Mapping[str, str]:
-        """Every run's record count (:class:`polyloop.watching.ChangeMarking`)."""
+    async def change_markers(self, run_ids: Iterable[str] | None = None) -> Mapping[str, str]:
+        """Every run's record count, or those of ``run_ids``
+        (:class:`polyloop.watching.ChangeMarking`)."""
         with self._lock:
-            return {run_id: str(_count(log)) for run_id, log in self._logs.items()}
+            logs = self._logs
+            chosen = list(logs) if run_ids is None else [r for r in run_ids if r in logs]
+            return {run_id: str(_count(logs[run_id])) for run_id in chosen}
 
     def close(self) -> None:
         """Nothing to release (:class:`polyloop.ports.StoreClosing`): the logs live as long as

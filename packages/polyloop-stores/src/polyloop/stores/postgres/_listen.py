@@ -35,9 +35,15 @@ async def listen(
 ) -> AsyncIterator[AsyncIterator[str]]:
     """Listen on ``database``'s channel; yield the run_id of each run written after this
     returns. ``run_ids_of(keys)`` looks run_ids up by ``run_key``."""
-    connection = await asyncio.to_thread(
-        connect, database, application_name="polyloop listener", writing=False
+    opening = asyncio.ensure_future(
+        asyncio.to_thread(connect, database, application_name="polyloop listener", writing=False)
     )
+    try:
+        connection = await asyncio.shield(opening)
+    except asyncio.CancelledError:
+        # The thread goes on connecting: the connection it makes is closed, not left open.
+        opening.add_done_callback(_close_opened)
+        raise
     try:
         channel = sql.Identifier(notify_channel(database.schema))
         await asyncio.to_thread(connection.execute, sql.SQL("LISTEN {}").format(channel))
@@ -102,3 +108,8 @@ async def listen(
         with contextlib.suppress(Exception):
             loop.remove_reader(socket)
         connection.close()
+
+
+def _close_opened(opening: asyncio.Future[_Connection]) -> None:
+    if not opening.cancelled() and opening.exception() is None:
+        opening.result().close()

@@ -167,6 +167,10 @@ class PostgresRunStore(DurableStore):
         self._markers_sql = sql.SQL(
             "SELECT run_id, count(*), max(seq) FROM {} GROUP BY run_key, run_id ORDER BY min(seq)"
         ).format(table)
+        self._markers_of_sql = sql.SQL(
+            "SELECT run_id, count(*), max(seq) FROM {} WHERE run_key = ANY(%b::bytea[]) "
+            "GROUP BY run_key, run_id"
+        ).format(table)
         self._ids_sql = sql.SQL(
             "SELECT DISTINCT ON (run_key) run_key, run_id FROM {} "
             "WHERE run_key = ANY(%b::bytea[]) ORDER BY run_key, seq"
@@ -238,10 +242,14 @@ class PostgresRunStore(DurableStore):
         row = await self._reader_threads.run(self._one_marker, run_key)
         return "0:0" if row is None else f"{row[0]}:{row[1]}"
 
-    async def change_markers(self) -> Mapping[str, str]:
-        """Every listed run's change marker, in one statement
+    async def change_markers(self, run_ids: Iterable[str] | None = None) -> Mapping[str, str]:
+        """Every listed run's change marker, or those of ``run_ids``, in one statement
         (:class:`polyloop.watching.ChangeMarking`)."""
-        rows = await self._reader_threads.run(self._all_markers)
+        if run_ids is None:
+            rows = await self._reader_threads.run(self._all_markers)
+        else:
+            keys = [key for key in map(_run_key, run_ids) if key is not None]
+            rows = await self._reader_threads.run(self._markers_of, keys) if keys else []
         return {bytes(run_id).decode("utf-8"): f"{count}:{last}" for run_id, count, last in rows}
 
     def watch_changes(self) -> AbstractAsyncContextManager[AsyncIterator[str]]:
@@ -383,6 +391,15 @@ class PostgresRunStore(DurableStore):
     def _all_markers(self) -> list[TupleRow]:
         rows = self._readers.run(
             lambda connection: connection.execute(self._markers_sql, binary=True).fetchall(),
+            "reading the runs' change markers",
+        )
+        return rows or []
+
+    def _markers_of(self, keys: list[bytes]) -> list[TupleRow]:
+        rows = self._readers.run(
+            lambda connection: connection.execute(
+                self._markers_of_sql, (keys,), binary=True
+            ).fetchall(),
             "reading the runs' change markers",
         )
         return rows or []
