@@ -5,6 +5,10 @@ Exactly one driver per run is the run lease's job: ``resume_or_park`` takes it b
 the log, and a :class:`RunLeaseHeldError` means another driver (the server, another worker, a
 ``polyloop resume``) has the run right now, so this one skips it; the holder carries the
 decision out, or, if it dies, the lease expires and the next pass resumes the run.
+
+A worker reads a run's log only when its change marker moved since the last read, or when it
+is a decided run it could not carry on (design 0069); on a store that notifies writes
+(PostgreSQL) it listens, and a write wakes it for just the runs written.
 """
 
 from __future__ import annotations
