@@ -539,8 +539,9 @@ EVENT_GAP_SECONDS = 0.2
 
 async def _events(request: Request, console: Console) -> Response:
     """The run's server-sent events: ``changed`` each time records of it land (at most one
-    per ``EVENT_GAP_SECONDS``), at once if it changed since the page's marker ``since``. Needs a session
-    like every page (refused with 403, not sent to sign in: a script reads it)."""
+    per ``EVENT_GAP_SECONDS``), at once if it changed since the page's marker ``since``.
+    Needs a session like every page (refused with 403, not sent to sign in: a script reads
+    it); ends when the session does."""
     session_id = request.cookies.get(COOKIE)
     if console.sessions.get(session_id) is None:
         return _refused("sign in first.")
