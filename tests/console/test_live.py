@@ -8,8 +8,9 @@
   PostgreSQL (notifications);
 - the run's event stream refuses a request without a session (403) and sends ``changed`` at
   once to one whose page is out of date;
-- a worker polling only every 10 minutes carries out a decision within the test's deadline on
-  PostgreSQL: only the store's notification can have woken it.
+- three workers polling only every 10 minutes carry out a decision within the test's deadline
+  on PostgreSQL (only the store's notification can have woken them), and the run lease lets
+  exactly one of them drive: one refund.
 """
 
 from __future__ import annotations
@@ -191,36 +192,45 @@ def test_the_event_stream_needs_a_session_and_tells_a_stale_page_at_once(tmp_pat
 
 
 @pytest.mark.server
-def test_a_worker_is_woken_by_the_notification_on_postgres(tmp_path: Path, pg_url: str) -> None:
+def test_workers_are_woken_by_the_notification_on_postgres_and_one_drives(
+    tmp_path: Path, pg_url: str
+) -> None:
     ledger = tmp_path / "ledger"
     parked = _in_thread(_park(pg_url, ledger))
     home = tmp_path / "home"
     home.mkdir()
-    out = home / "worker.out"
-    with out.open("wb") as stdout, (home / "worker.err").open("wb") as stderr:
-        worker = subprocess.Popen(
-            [
-                POLYLOOP,
-                "worker",
-                "--store",
-                pg_url,
-                "--agent",
-                AGENT,
-                "--episode",
-                episode(ledger, ONE_REFUND),
-                "--poll",
-                "600",
-            ],
-            cwd=Path(__file__).resolve().parents[2],
-            env=clean_env(home),
-            stdout=stdout,
-            stderr=stderr,
-        )
+    workers = []
+    for index in range(3):
+        with (home / f"worker-{index}.err").open("wb") as stderr:
+            workers.append(
+                subprocess.Popen(
+                    [
+                        POLYLOOP,
+                        "worker",
+                        "--store",
+                        pg_url,
+                        "--agent",
+                        AGENT,
+                        "--episode",
+                        episode(ledger, ONE_REFUND),
+                        "--poll",
+                        "600",
+                    ],
+                    cwd=Path(__file__).resolve().parents[2],
+                    env=clean_env(home),
+                    stdout=subprocess.DEVNULL,
+                    stderr=stderr,
+                )
+            )
     try:
-        # It listens, then its first pass reads the parked run (no decision yet); then it
-        # only waits (the next pass is 600 s away).
-        wait_for(lambda: "worker pass:" in (home / "worker.err").read_text(), "a first pass")
-        assert _listening()
+        # Each listens, then its first pass reads the parked run (no decision yet); then it
+        # only waits (its next pass is 600 s away).
+        for index in range(3):
+            wait_for(
+                lambda index=index: "worker pass:" in (home / f"worker-{index}.err").read_text(),
+                f"worker {index}'s first pass",
+            )
+        assert 3 == _listening(pg_url)
 
         async def decide() -> None:
             store = _store(pg_url)
@@ -236,23 +246,30 @@ def test_a_worker_is_woken_by_the_notification_on_postgres(tmp_path: Path, pg_ur
                 await store.aclose()  # type: ignore[attr-defined]
 
         _in_thread(decide())
-        # The worker polls every 600 s: finishing within the deadline is the notification's work.
-        wait_for(lambda: _in_thread(_read(pg_url)).finished is not None, "the worker to finish")
+        # They poll every 600 s: finishing within the deadline is the notification's work.
+        wait_for(lambda: _in_thread(_read(pg_url)).finished is not None, "the run to finish")
+        # All three were woken; the run lease let exactly one drive: one refund, one submit.
         assert ["refund:80", "submit"] == ledger_lines(ledger)
-        assert worker.poll() is None
+        assert [None, None, None] == [worker.poll() for worker in workers]
     finally:
-        worker.terminate()
-        worker.wait(timeout=30)
+        for worker in workers:
+            worker.terminate()
+        for worker in workers:
+            worker.wait(timeout=30)
 
 
-def _listening() -> bool:
-    """Whether a session listens on the store's channel (``pg_stat_activity`` shows the
-    listener's connection by its application name)."""
+def _listening(url: str) -> int:
+    """How many sessions listen on the channel of the store ``url`` names
+    (``pg_stat_activity`` shows a listener's connection with its ``LISTEN``)."""
     import psycopg
 
+    from polyloop.stores.postgres._schema import notify_channel
+
+    channel = notify_channel(url.rsplit("schema=", 1)[1])
     with psycopg.connect(server_url(), autocommit=True) as connection:
         row = connection.execute(
             "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'polyloop listener'"
-            " AND query LIKE 'LISTEN%%'"
+            " AND query = 'LISTEN \"' || %s || '\"'",
+            (channel,),
         ).fetchone()
-    return bool(row and row[0])
+    return int(row[0]) if row else 0
