@@ -2,7 +2,7 @@
 and what 200 open pages cost the runs they watch.
 
     uv run python bench/console_live_bench.py [--stores sqlite,postgres] [--writes 40]
-        [--clients 200] [--runs 40] [--steps 10] [--rounds 2]
+        [--clients 200] [--runs 40] [--steps 10] [--rounds 4] [--model-ms 0]
 
 PostgreSQL is the server of ``POLYLOOP_TEST_POSTGRES_URL`` (``scripts/postgres-test-cluster.sh
 start``). For each store a real ``polyloop serve`` runs on a loopback port:
@@ -10,8 +10,9 @@ start``). For each store a real ``polyloop serve`` runs on a loopback port:
 - **latency**: one signed-in event stream (httpx) watches a run; this process writes the run's
   records one at a time (a random pause of 0.25–0.5 s between them: isolated writes, as a model's steps are, not
   in step with the SQLite poll) and times each from the start of its write to its ``changed`` event;
-- **200 pages**: a batch of ``--runs`` runs of ``--steps`` tool steps (scripted model, no
-  latency: the store and the loop are all there is) is driven in this process, 10 at a time,
+- **200 pages**: a batch of ``--runs`` runs of ``--steps`` tool steps (a constant model that
+  answers at once, the worst case: the store and the loop are all there is; ``--model-ms``
+  gives each call a model's latency) is driven in this process, 10 at a time,
   with no page open, then with ``--clients`` event streams (another process) watching the
   batch's runs, after one unmeasured batch; rounds alternate which goes first, the slowdown
   compares the medians, and the server's and the clients' CPU time during each batch is shown.
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import os
 import random
@@ -33,6 +35,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import httpx
@@ -127,7 +130,23 @@ async def latency(kind: str, where: Path, schema: str, served: Served, writes: i
         await store.aclose()  # type: ignore[attr-defined]
 
 
-async def batch(kind: str, where: Path, schema: str, prefix: str, runs: int, steps: int) -> float:
+class _SlowModel:
+    """The bench's constant model, answering after ``seconds`` (a model's latency)."""
+
+    def __init__(self, model: Any, seconds: float) -> None:
+        self._model, self._seconds = model, seconds
+
+    async def call(self, call: Any) -> Any:
+        await asyncio.sleep(self._seconds)
+        return await self._model.call(call)
+
+    def parameters(self) -> Any:
+        return self._model.parameters()
+
+
+async def batch(
+    kind: str, where: Path, schema: str, prefix: str, runs: int, steps: int, model_ms: float = 0.0
+) -> float:
     """Drive ``runs`` runs of ``steps`` tool steps, 10 at a time; steps per second (and its
     CPU time in ``BATCH_CPU``)."""
     store = _open(kind, where, schema)
@@ -141,6 +160,9 @@ async def batch(kind: str, where: Path, schema: str, prefix: str, runs: int, ste
                 definition, request = setup(
                     steps, store, with_tool=True, run_id=f"{prefix}-{index:04d}"
                 )
+                if model_ms:
+                    slow = _SlowModel(definition.model_client, model_ms / 1000)
+                    definition = dataclasses.replace(definition, model_client=slow)
                 result = await run(definition, request)
                 assert len(result.steps) == steps
 
@@ -196,7 +218,7 @@ def slowdown(
 ) -> None:
     alone, watched, costs = [], [], []
     # A batch first, unmeasured: the first one pays for warming caches and connections.
-    asyncio.run(batch(kind, where, schema, "warm", options.runs, options.steps))
+    asyncio.run(batch(kind, where, schema, "warm", options.runs, options.steps, options.model_ms))
     for round_index in range(options.rounds):
         for clients in (0, options.clients) if round_index % 2 == 0 else (options.clients, 0):
             prefix = f"r{round_index}-c{clients}"
@@ -205,7 +227,11 @@ def slowdown(
             server_before = _cpu_seconds(served.process.pid)
             clients_before = 0.0 if process is None else _cpu_seconds(process.pid)
             try:
-                rate = asyncio.run(batch(kind, where, schema, prefix, options.runs, options.steps))
+                rate = asyncio.run(
+                    batch(
+                        kind, where, schema, prefix, options.runs, options.steps, options.model_ms
+                    )
+                )
                 server_cpu = _cpu_seconds(served.process.pid) - server_before
                 clients_cpu = 0.0 if process is None else _cpu_seconds(process.pid) - clients_before
             finally:
@@ -236,6 +262,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=40)
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument(
+        "--model-ms", type=float, default=0.0, help="each model call answers after this long"
+    )
     parser.add_argument("--be-clients", default=None, help=argparse.SUPPRESS)
     options = parser.parse_args()
     if options.be_clients is not None:
