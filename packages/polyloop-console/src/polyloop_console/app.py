@@ -534,7 +534,7 @@ async def _run(request: Request, console: Console, session: Session, session_id:
 PING_SECONDS = 15.0
 #: At most one event per this many seconds on a stream: each makes the page fetch itself
 #: again, and a busy run changes far more often than anyone reads.
-EVENT_GAP_SECONDS = 0.5
+EVENT_GAP_SECONDS = 0.25
 
 
 async def _events(request: Request, console: Console) -> Response:
