@@ -38,6 +38,7 @@ SERIAL = (
     "console/test_browser.py",
     "console/test_driving.py",
     "console/viewer/test_browser.py",
+    "console/test_live.py",
     "core/session/test_cancellation.py",
     "core/session/test_fork.py",
     "core/session/test_run_leases.py",

@@ -9,18 +9,21 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import hashlib
 import hmac
 import json
 import logging
 import re
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from html import escape
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote, urlencode, urlsplit
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
+from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.applications import Starlette
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
@@ -54,6 +57,7 @@ from polyloop_cli.shared.errors import CliError
 from polyloop_cli.shared.stores import StoreUrl, list_run_ids, read_run
 from polyloop_console.auth import Session, Sessions, Tokens
 from polyloop_console.driving import Agent, resume_one
+from polyloop_console.live import RunWatch, change_marker
 from polyloop_console.viewer.lineage import ComparePage, read_lineage
 from polyloop_console.viewer.pages import RunPage, compare_page, run_page
 
@@ -86,6 +90,12 @@ class Console:
     resumes: set[asyncio.Task[str]] = field(default_factory=set)
     #: Messages for a session's next page, by session id (post/redirect/get).
     notices: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+    #: What tells the live run pages that their run changed (design 0069).
+    live: RunWatch | None = None
+
+    def __post_init__(self) -> None:
+        if self.live is None:
+            self.live = RunWatch(self.store)
 
 
 def _environment() -> Environment:
@@ -474,15 +484,18 @@ async def _runs(request: Request, console: Console, session: Session, session_id
 _INLINE_SCRIPT = re.compile(r"<script>(.*?)</script>", re.DOTALL)
 
 
-def viewer_csp(html: str) -> str:
+def viewer_csp(html: str, *, live: bool = False) -> str:
     """The viewer page's policy: no network, its own inline style, and only the inline
-    scripts it was built with, by their digests (a script injected into it would not run)."""
+    scripts it was built with, by their digests (a script injected into it would not run).
+    ``live``: also the console's own live script and its requests to the console."""
     digests = " ".join(
         "'sha256-" + base64.b64encode(hashlib.sha256(body.encode()).digest()).decode() + "'"
         for body in _INLINE_SCRIPT.findall(html)
     )
+    scripts = " ".join(x for x in ("'self'" if live else "", digests) if x) or "'none'"
+    connect = "; connect-src 'self'" if live else ""
     return (
-        f"default-src 'none'; style-src 'unsafe-inline'; script-src {digests or chr(39) + 'none' + chr(39)}; "
+        f"default-src 'none'; style-src 'unsafe-inline'; script-src {scripts}{connect}; "
         "img-src data:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
     )
 
@@ -502,8 +515,28 @@ def _viewer_response(html: str) -> HTMLResponse:
     return HTMLResponse(html, headers={"content-security-policy": viewer_csp(html)})
 
 
+#: The viewer's own policy forbids every request; the console's header policy replaces it.
+_META_POLICY = re.compile(r'<meta http-equiv="Content-Security-Policy"[^>]*>', re.IGNORECASE)
+
+
+def live_page(html: str, events: str) -> str:
+    """The viewer's page made live: the console's script (``/static/live.js``) in its head,
+    told where the run's events are; the page's meta policy left out (the header's holds)."""
+    tag = (
+        f'<script src="/static/live.js" id="polyloop-live" '
+        f'data-events="{escape(events, quote=True)}"></script>'
+    )
+    html = _META_POLICY.sub("", html, count=1)
+    head_end = html.find("</head>")
+    if head_end < 0:
+        return html  # not a page this script knows: served as it is (still not live)
+    return html[:head_end] + tag + html[head_end:]
+
+
 async def _run(request: Request, console: Console, session: Session, session_id: str) -> Response:
     run_id = request.path_params["run_id"]
+    # The marker first: a record landing while the page is built makes the page refresh.
+    marker = await change_marker(console.store, run_id)
     read = await read_run(console.store, console.url, run_id)
     if read.log == RunLog() and read.damage is None:
         return PlainTextResponse(f"No run {run_id!r} in this store.\n", status_code=404)
@@ -518,7 +551,9 @@ async def _run(request: Request, console: Console, session: Session, session_id:
         lineage=lineage,
         compare_href=None if lineage is None or lineage.source is None else compare_href(run_id),
     )
-    return _viewer_response(run_page(page))
+    events = "/live/" + quote(run_id, safe="") + "?" + urlencode({"since": marker})
+    html = live_page(run_page(page), events)
+    return HTMLResponse(html, headers={"content-security-policy": viewer_csp(html, live=True)})
 
 
 async def _compare(
@@ -547,6 +582,48 @@ async def _compare(
     return _viewer_response(compare_page(page))
 
 
+#: Seconds between comments on an idle event stream (also when an ended session is noticed).
+PING_SECONDS = 15.0
+#: At most one event per this many seconds on a stream: each makes the page fetch itself
+#: again, and a busy run changes far more often than anyone reads.
+EVENT_GAP_SECONDS = 0.25
+
+
+async def _events(request: Request, console: Console) -> Response:
+    """The run's server-sent events: ``changed`` each time records of it land (at most one
+    per ``EVENT_GAP_SECONDS``), at once if it changed since the page's marker ``since``.
+    Needs a session like every page (refused with 403, not sent to sign in: a script reads
+    it); ends when the session does."""
+    session_id = request.cookies.get(COOKIE)
+    if console.sessions.get(session_id) is None:
+        return _refused("sign in first.")
+    run_id = request.path_params["run_id"]
+    since = request.query_params.get("since", "")
+    live = console.live
+    assert live is not None
+
+    async def events() -> AsyncIterator[ServerSentEvent]:
+        async with live.watching(run_id) as watched:
+            seen = watched.version
+            # Written between the page's marker and now: told at once.
+            if await change_marker(console.store, run_id) != since:
+                yield ServerSentEvent(data=str(seen), event="changed")
+                await asyncio.sleep(EVENT_GAP_SECONDS)
+            while console.sessions.alive(session_id):
+                waiting = watched.changed
+                if watched.version != seen:
+                    seen = watched.version
+                    yield ServerSentEvent(data=str(seen), event="changed")
+                    await asyncio.sleep(EVENT_GAP_SECONDS)
+                    continue
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(waiting.wait(), PING_SECONDS)
+
+    return EventSourceResponse(
+        events(), ping=int(PING_SECONDS), headers={"cache-control": "no-store"}
+    )
+
+
 async def _favicon(request: Request) -> Response:
     return FileResponse(HERE / "static" / "favicon.svg", media_type="image/svg+xml")
 
@@ -558,6 +635,9 @@ def build_app(console: Console, allowed_hosts: Sequence[str] | None = None) -> A
 
     async def login(request: Request) -> Response:
         return await _login(request, console)
+
+    async def events(request: Request) -> Response:
+        return await _events(request, console)
 
     async def errors(request: Request, error: Exception) -> Response:
         if isinstance(error, CliError):
@@ -575,6 +655,7 @@ def build_app(console: Console, allowed_hosts: Sequence[str] | None = None) -> A
             Route("/runs", _signed_in(console, _runs), methods=["GET"]),
             Route("/runs/{run_id:path}", _signed_in(console, _run), methods=["GET"]),
             Route("/compare/{run_id:path}", _signed_in(console, _compare), methods=["GET"]),
+            Route("/live/{run_id:path}", events, methods=["GET"]),
             # Browsers ask for it on every page, the viewer's too.
             Route("/favicon.ico", _favicon, methods=["GET"]),
             Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),

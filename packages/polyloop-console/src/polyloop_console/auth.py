@@ -137,6 +137,12 @@ class Sessions:
         session.seen = now
         return session
 
+    def alive(self, session_id: str | None) -> bool:
+        """Whether the session is open, without counting this as its use: a live page left
+        open must not keep its session from ending when idle."""
+        session = self._by_id.get(session_id or "")
+        return session is not None and time.monotonic() - session.seen <= SESSION_IDLE_SECONDS
+
     def close(self, session_id: str | None) -> None:
         if session_id:
             self._by_id.pop(session_id, None)

@@ -146,6 +146,8 @@ def serve(
             finally:
                 for task in list(console.resumes):
                     task.cancel()
+                if console.live is not None:
+                    await console.live.aclose()
 
     asyncio.run(go())
 
@@ -167,7 +169,8 @@ def worker(
 ) -> None:
     """Continue every run a person decided in that waits on no ask and has not finished (its
     decision not carried out yet, or its driver died after), each under its run lease (a run
-    another driver holds is skipped: it is that driver's), polling the store until stopped."""
+    another driver holds is skipped: it is that driver's), until stopped. Each --poll it reads
+    only the runs written since it last read them; on PostgreSQL a write wakes it at once."""
     choice = store_choice(store)
     _logging()
 

@@ -5,20 +5,31 @@ Exactly one driver per run is the run lease's job: ``resume_or_park`` takes it b
 the log, and a :class:`RunLeaseHeldError` means another driver (the server, another worker, a
 ``polyloop resume``) has the run right now, so this one skips it; the holder carries the
 decision out, or, if it dies, the lease expires and the next pass resumes the run.
+
+A worker reads a run's log only when its change marker moved since the last read, or when it
+is a decided run it could not carry on (design 0069); on a store that notifies writes
+(PostgreSQL) it listens, and a write wakes it for just the runs written.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from polyloop.asking import RunParked
 from polyloop.errors import PolyLoopError, RunLeaseHeldError
 from polyloop.ports import RunLog, RunStore
 from polyloop.recovery import TailState
 from polyloop.session import resume_or_park
+from polyloop.watching import (
+    ChangeMarking,
+    ChangeNotifying,
+    supports_change_marking,
+    supports_change_notifying,
+)
 from polyloop_cli.rendering.inspection import plan_report
 from polyloop_cli.rendering.redaction import scrub_error
 from polyloop_cli.shared.agents import opened_agent
@@ -89,6 +100,82 @@ async def resume_one(store: RunStore, agent: Agent, run_id: str) -> Outcome:
     return "finished"
 
 
+@dataclass(slots=True)
+class _Looked:
+    """What a worker knows from its passes (design 0069)."""
+
+    #: Each run's change marker when its log was last read.
+    markers: dict[str, str] = field(default_factory=dict)
+    #: Decided runs it could not carry on (another driver had them, or they failed): looked
+    #: at again on every pass, changed or not (a dead driver's lease expires without a write).
+    again: set[str] = field(default_factory=set)
+    #: Runs the store said were written since the last look.
+    notified: set[str] = field(default_factory=set)
+    #: Logs read and passes made so far (for tests and benchmarks).
+    reads: int = 0
+    passes: int = 0
+
+
+async def _changed(
+    store: RunStore, looked: _Looked, list_run_ids: Callable[[], Awaitable[Sequence[str]]]
+) -> list[str]:
+    """The runs to read this pass: with change markers, those whose marker moved since
+    their last read (and the ones to try again); without, every run."""
+    looked.passes += 1
+    if not supports_change_marking(store):
+        return list(await list_run_ids())
+    assert isinstance(store, ChangeMarking)
+    markers = await store.change_markers()
+    changed = [run_id for run_id, m in markers.items() if looked.markers.get(run_id) != m]
+    changed += sorted(looked.again.difference(changed))
+    LOG.info("worker pass: %d of %d runs changed or to try again", len(changed), len(markers))
+    return changed
+
+
+async def _go_on(store: RunStore, agent: Agent, looked: _Looked, run_ids: Iterable[str]) -> None:
+    marking = supports_change_marking(store)
+    for run_id in run_ids:
+        try:
+            # The marker before the read: a write after it makes the next pass read again.
+            if marking:
+                assert isinstance(store, ChangeMarking)
+                marker = await store.change_marker(run_id)
+            log = await store.read_log(run_id)
+        except PolyLoopError:
+            continue
+        looked.reads += 1
+        if marking:
+            looked.markers[run_id] = marker
+        if not waits_to_go_on(log):
+            looked.again.discard(run_id)
+            continue
+        outcome = await resume_one(store, agent, run_id)
+        if outcome in ("busy", "failed"):
+            looked.again.add(run_id)
+        else:
+            looked.again.discard(run_id)
+
+
+async def _listen(
+    store: RunStore, looked: _Looked, wake: asyncio.Event, listening: asyncio.Event
+) -> None:
+    """Note each run the store says was written, and wake the worker; after the listener
+    breaks, a whole pass (writes may have been missed), then listen anew."""
+    assert isinstance(store, ChangeNotifying)
+    while True:
+        try:
+            async with store.watch_changes() as written:
+                listening.set()
+                async for run_id in written:
+                    looked.notified.add(run_id)
+                    wake.set()
+        except PolyLoopError as error:
+            LOG.warning("worker: listening for writes stopped (%s); listening anew", error)
+        looked.markers.clear()
+        wake.set()
+        await asyncio.sleep(1.0)
+
+
 async def work(
     store: RunStore,
     agent: Agent,
@@ -96,14 +183,36 @@ async def work(
     *,
     poll_seconds: float = 1.0,
     once: bool = False,
+    looked: _Looked | None = None,
 ) -> None:
-    """Poll for decided runs and resume each, until cancelled (or after one pass, ``once``).
+    """Resume each decided run, until cancelled (or after one pass, ``once``).
 
-    ``list_run_ids`` returns the store's run ids."""
-    while True:
-        run_ids = await list_run_ids()
-        for run_id in await decided_runs(store, run_ids):
-            await resume_one(store, agent, run_id)
-        if once:
-            return
-        await asyncio.sleep(poll_seconds)
+    Every ``poll_seconds`` a pass reads the runs whose change marker moved since their last
+    read (every run, on a store without markers). On a store that notifies writes (PostgreSQL),
+    a write wakes the worker at once, and it reads just the runs written. ``list_run_ids``
+    returns the store's run ids."""
+    looked = looked if looked is not None else _Looked()
+    wake = asyncio.Event()
+    listener: asyncio.Task[None] | None = None
+    if not once and supports_change_notifying(store):
+        listening = asyncio.Event()
+        listener = asyncio.create_task(_listen(store, looked, wake, listening))
+        # Listening before the first pass: a write after it is noticed, one before it read.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(listening.wait(), max(poll_seconds, 5.0))
+    try:
+        await _go_on(store, agent, looked, await _changed(store, looked, list_run_ids))
+        while not once:
+            try:
+                await asyncio.wait_for(wake.wait(), poll_seconds)
+            except TimeoutError:
+                await _go_on(store, agent, looked, await _changed(store, looked, list_run_ids))
+                continue
+            wake.clear()
+            notified, looked.notified = looked.notified, set()
+            await _go_on(store, agent, looked, sorted(notified | looked.again))
+    finally:
+        if listener is not None:
+            listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await listener

@@ -42,7 +42,7 @@ import fcntl
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -191,6 +191,22 @@ class JsonlRunStore(DurableStore):
         record, or whose name does not belong to the run_id it holds.
         """
         return await self._submit(self._run_ids)
+
+    async def change_marker(self, run_id: str) -> str:
+        """The run's change marker: its file's size, inode and modification time
+        (:class:`polyloop.watching.ChangeMarking`); one ``stat``, no read."""
+        if utf8_of(run_id) is None:
+            return "-"  # such a run_id can never have been written
+        return await self._submit(self._marker, self.path_for(run_id))
+
+    async def change_markers(self, run_ids: Iterable[str] | None = None) -> Mapping[str, str]:
+        """Every listed run's change marker (:class:`polyloop.watching.ChangeMarking`): the
+        listing's read of each file's first line, and a ``stat`` each; or a ``stat`` of each
+        of ``run_ids``."""
+        if run_ids is None:
+            return await self._submit(self._markers)
+        chosen = [run_id for run_id in run_ids if utf8_of(run_id) is not None]
+        return await self._submit(self._markers_of, chosen)
 
     def close(self) -> None:
         """Wait for writes in flight, then close every file and give back every lease this
@@ -430,6 +446,26 @@ class JsonlRunStore(DurableStore):
                 )
             found.append(run_id)
         return tuple(found)
+
+    @staticmethod
+    def _marker(path: str) -> str:
+        try:
+            found = os.stat(path)
+        except FileNotFoundError:
+            return "-"
+        except OSError as error:
+            raise StoreError(
+                f"Looking at {path} failed: {error.strerror or error}. Nothing was changed; "
+                "check that the store directory is readable."
+            ) from error
+        return f"{found.st_size}:{found.st_ino}:{found.st_mtime_ns}"
+
+    def _markers(self) -> dict[str, str]:
+        return {run_id: self._marker(self.path_for(run_id)) for run_id in self._run_ids()}
+
+    def _markers_of(self, run_ids: list[str]) -> dict[str, str]:
+        found = {run_id: self._marker(self.path_for(run_id)) for run_id in run_ids}
+        return {run_id: marker for run_id, marker in found.items() if marker != "-"}
 
     def _read(self, run_id: str, path: str) -> RunLog:
         if not self._leases.holds(run_id):

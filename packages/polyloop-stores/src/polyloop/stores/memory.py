@@ -18,7 +18,7 @@ child forked from the process holds none of them.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -183,6 +183,21 @@ class MemoryRunStore:
         with self._lock:
             return tuple(self._logs)
 
+    async def change_marker(self, run_id: str) -> str:
+        """How many records the run holds (:class:`polyloop.watching.ChangeMarking`): records
+        are only ever added."""
+        with self._lock:
+            log = self._logs.get(run_id)
+            return "0" if log is None else str(_count(log))
+
+    async def change_markers(self, run_ids: Iterable[str] | None = None) -> Mapping[str, str]:
+        """Every run's record count, or those of ``run_ids``
+        (:class:`polyloop.watching.ChangeMarking`)."""
+        with self._lock:
+            logs = self._logs
+            chosen = list(logs) if run_ids is None else [r for r in run_ids if r in logs]
+            return {run_id: str(_count(logs[run_id])) for run_id in chosen}
+
     def close(self) -> None:
         """Nothing to release (:class:`polyloop.ports.StoreClosing`): the logs live as long as
         the object, and stay readable."""
@@ -206,6 +221,18 @@ class MemoryRunStore:
 
     def parameters(self) -> Mapping[str, str]:
         return {"kind": "memory"}
+
+
+def _count(log: _Log) -> int:
+    return (
+        (log.started is not None)
+        + len(log.intents)
+        + len(log.model_results)
+        + len(log.steps)
+        + (log.finished is not None)
+        + len(log.asks)
+        + len(log.answers)
+    )
 
 
 def _set_started(log: _Log, record: RunStarted) -> None:

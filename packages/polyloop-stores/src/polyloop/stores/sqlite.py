@@ -35,7 +35,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from polyloop.errors import ConfigurationError, CorruptLogError, SerializationError, StoreError
 from polyloop.ports import LeaseHolder, RunLog
@@ -59,6 +59,15 @@ _SELECT = "SELECT seq, CAST(body AS BLOB) FROM run_records WHERE run_id = ? ORDE
 #: Appended to the database path: the directory holding the run lease files.
 LEASE_DIRECTORY_SUFFIX = "-leases"
 _RUN_IDS = "SELECT run_id FROM run_records GROUP BY run_id ORDER BY MIN(seq)"
+#: A run's change marker (design 0069): its row count and last seq, from the (run_id, seq)
+#: index alone. Writes are serialized by the database, so a later write has a larger seq.
+_MARKER = "SELECT COUNT(*), COALESCE(MAX(seq), 0) FROM run_records WHERE run_id = ?"
+_MARKERS = "SELECT run_id, COUNT(*), MAX(seq) FROM run_records GROUP BY run_id ORDER BY MIN(seq)"
+_MARKERS_OF = (
+    "SELECT run_id, COUNT(*), MAX(seq) FROM run_records WHERE run_id IN ({}) GROUP BY run_id"
+)
+#: Run ids per query (SQLite allows 32,766 parameters; fewer keep each read short).
+_MARKERS_AT_ONCE = 500
 
 
 class SqliteRunStore(DurableStore):
@@ -150,6 +159,22 @@ class SqliteRunStore(DurableStore):
         """Every run_id with at least one record, in order of its first record
         (:class:`polyloop.ports.RunListing`)."""
         return await self._readers.run(self._run_ids)
+
+    async def change_marker(self, run_id: str) -> str:
+        """The run's change marker: its record count and last ``seq``
+        (:class:`polyloop.watching.ChangeMarking`); one read of the run's index."""
+        rows = await self._readers.run(self._markers, _MARKER, (run_id,))
+        count, last = rows[0] if rows else (0, 0)
+        return f"{count}:{last}"
+
+    async def change_markers(self, run_ids: Iterable[str] | None = None) -> Mapping[str, str]:
+        """Every listed run's change marker, or those of ``run_ids``, in one read of the index
+        (:class:`polyloop.watching.ChangeMarking`)."""
+        if run_ids is None:
+            rows = await self._readers.run(self._markers, _MARKERS, ())
+        else:
+            rows = await self._readers.run(self._markers_of, tuple(run_ids))
+        return {str(run_id): f"{count}:{last}" for run_id, count, last in rows}
 
     async def open(self) -> None:
         """Open (and if needed create) the database now instead of on the first write."""
@@ -278,6 +303,26 @@ class SqliteRunStore(DurableStore):
     def _select(self, run_id: str) -> list[tuple[int, bytes]]:
         reader = self._reader_connection()
         return [] if reader is None else reader.execute(_SELECT, (run_id,)).fetchall()
+
+    def _markers(self, query: str, parameters: tuple[str, ...]) -> list[tuple[object, ...]]:
+        try:
+            with self._reader_lock:
+                reader = self._reader_connection()
+                return [] if reader is None else reader.execute(query, parameters).fetchall()
+        except sqlite3.Error as error:
+            raise StoreError(
+                f"Reading the change markers of {self._path} failed "
+                f"({type(error).__name__}: {error}). Nothing was changed; retry once the file "
+                "is readable."
+            ) from error
+
+    def _markers_of(self, run_ids: tuple[str, ...]) -> list[tuple[object, ...]]:
+        rows: list[tuple[object, ...]] = []
+        for start in range(0, len(run_ids), _MARKERS_AT_ONCE):
+            chunk = run_ids[start : start + _MARKERS_AT_ONCE]
+            query = _MARKERS_OF.format(", ".join("?" * len(chunk)))
+            rows += self._markers(query, chunk)
+        return rows
 
     def _run_ids(self) -> tuple[str, ...]:
         try:

@@ -9,7 +9,8 @@ from __future__ import annotations
 import hashlib
 import os
 import weakref
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 
 from psycopg import Connection, sql
 from psycopg.rows import TupleRow
@@ -38,6 +39,7 @@ from polyloop.stores.postgres._lease import (
     holder_from_row,
     lease_lock_key,
 )
+from polyloop.stores.postgres._listen import listen
 from polyloop.stores.postgres._readers import ReaderConnections
 from polyloop.stores.postgres._session import (
     NOT_HERE,
@@ -148,6 +150,7 @@ class PostgresRunStore(DurableStore):
         idle_wait = check_idle_wait("PostgresRunStore", idle_wait_ms)
         self._name = f"PostgresRunStore({self._target.describe()} schema={self._schema})"
         database = StoreDatabase(self._name, self._target, self._schema, Keepalive(timeout))
+        self._database = database
         self._session = WritingSession(database, idle_wait=idle_wait)
         self._reader_threads = WorkerPool(self._name, readers, idle_wait=idle_wait)
         self._readers = ReaderConnections(database, application_name="polyloop reader")
@@ -157,6 +160,20 @@ class PostgresRunStore(DurableStore):
         table = sql.Identifier(self._schema, "run_records")
         self._select_sql = sql.SQL(
             "SELECT seq, body FROM {} WHERE run_key = %b ORDER BY seq"
+        ).format(table)
+        self._marker_sql = sql.SQL(
+            "SELECT count(*), coalesce(max(seq), 0) FROM {} WHERE run_key = %b"
+        ).format(table)
+        self._markers_sql = sql.SQL(
+            "SELECT run_id, count(*), max(seq) FROM {} GROUP BY run_key, run_id ORDER BY min(seq)"
+        ).format(table)
+        self._markers_of_sql = sql.SQL(
+            "SELECT run_id, count(*), max(seq) FROM {} WHERE run_key = ANY(%b::bytea[]) "
+            "GROUP BY run_key, run_id"
+        ).format(table)
+        self._ids_sql = sql.SQL(
+            "SELECT DISTINCT ON (run_key) run_key, run_id FROM {} "
+            "WHERE run_key = ANY(%b::bytea[]) ORDER BY run_key, seq"
         ).format(table)
         self._list_sql = sql.SQL(
             "SELECT run_id FROM {} GROUP BY run_key, run_id ORDER BY min(seq)"
@@ -214,6 +231,32 @@ class PostgresRunStore(DurableStore):
         """Every run_id with at least one record, in order of its first record
         (:class:`polyloop.ports.RunListing`)."""
         return await self._reader_threads.run(self._list)
+
+    async def change_marker(self, run_id: str) -> str:
+        """The run's change marker: its row count and last ``seq``, from the primary key's
+        index (:class:`polyloop.watching.ChangeMarking`). The count is there because an
+        identity is not handed out in commit order."""
+        run_key = _run_key(run_id)
+        if run_key is None:
+            return "0:0"
+        row = await self._reader_threads.run(self._one_marker, run_key)
+        return "0:0" if row is None else f"{row[0]}:{row[1]}"
+
+    async def change_markers(self, run_ids: Iterable[str] | None = None) -> Mapping[str, str]:
+        """Every listed run's change marker, or those of ``run_ids``, in one statement
+        (:class:`polyloop.watching.ChangeMarking`)."""
+        if run_ids is None:
+            rows = await self._reader_threads.run(self._all_markers)
+        else:
+            keys = [key for key in map(_run_key, run_ids) if key is not None]
+            rows = await self._reader_threads.run(self._markers_of, keys) if keys else []
+        return {bytes(run_id).decode("utf-8"): f"{count}:{last}" for run_id, count, last in rows}
+
+    def watch_changes(self) -> AbstractAsyncContextManager[AsyncIterator[str]]:
+        """Listen for the writes to this store's schema, by any process
+        (:class:`polyloop.watching.ChangeNotifying`): the schema's trigger notifies in the
+        writing transaction, so a run is yielded once its records committed."""
+        return listen(self._database, self._run_ids_of)
 
     async def acquire_run_lease(self, run_id: str) -> PostgresRunLease:
         """Take the lease of ``run_id`` now, or raise :class:`RunLeaseHeldError` at once."""
@@ -338,6 +381,41 @@ class PostgresRunStore(DurableStore):
                 ) from None
             builder.add(record, "run_records seq", seq)
         return builder.build()
+
+    def _one_marker(self, run_key: bytes) -> TupleRow | None:
+        return self._readers.run(
+            lambda connection: connection.execute(self._marker_sql, (run_key,)).fetchone(),
+            "reading a run's change marker",
+        )
+
+    def _all_markers(self) -> list[TupleRow]:
+        rows = self._readers.run(
+            lambda connection: connection.execute(self._markers_sql, binary=True).fetchall(),
+            "reading the runs' change markers",
+        )
+        return rows or []
+
+    def _markers_of(self, keys: list[bytes]) -> list[TupleRow]:
+        rows = self._readers.run(
+            lambda connection: connection.execute(
+                self._markers_of_sql, (keys,), binary=True
+            ).fetchall(),
+            "reading the runs' change markers",
+        )
+        return rows or []
+
+    async def _run_ids_of(self, keys: Sequence[bytes]) -> dict[bytes, str]:
+        def query() -> list[TupleRow]:
+            rows = self._readers.run(
+                lambda connection: connection.execute(
+                    self._ids_sql, (list(keys),), binary=True
+                ).fetchall(),
+                "looking up the runs written",
+            )
+            return rows or []
+
+        rows = await self._reader_threads.run(query)
+        return {bytes(key): bytes(run_id).decode("utf-8") for key, run_id in rows}
 
     def _list(self) -> tuple[str, ...]:
         rows = self._readers.run(
