@@ -63,7 +63,6 @@ from polyloop.stores.sqlite import SqliteRunStore
 from stores_bench import CONTEXT, setup  # the stores benchmark's agent (noop until the last step)
 
 BENCH = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(BENCH)
 LATENCY = 0.020
 A_TARGET = 0.60
 B_TARGET = 150.0
@@ -322,10 +321,11 @@ async def _in_process(url: str, schema: str, episodes: int) -> float:
     return elapsed
 
 
-def _worker_pid(sessions: list[int]) -> int | None:
+def _worker_pid(sessions: list[int], earlier: set[int]) -> int | None:
+    """The batch's worker process (not one of an earlier batch, which may still be ending)."""
     from tests.batch._ray_cluster import cluster_pids
 
-    for pid in cluster_pids(sessions):
+    for pid in cluster_pids(sessions) - earlier:
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as handle:
                 if b"EpisodeWorker" in handle.read():
@@ -357,6 +357,7 @@ async def ray_round(
     name: str,
     count: int,
     profile: bool,
+    earlier: set[int],
 ) -> RayRound:
     import ray
 
@@ -382,7 +383,7 @@ async def ray_round(
         )
         while measured.pid is None and not task.done():
             await asyncio.sleep(0.2)
-            measured.pid = _worker_pid(cluster.sessions)
+            measured.pid = _worker_pid(cluster.sessions, earlier)
             if measured.pid is not None:
                 measured.ticks_at_pid = _ticks(measured.pid, False)
                 measured.seen_at = time.perf_counter()
@@ -392,8 +393,13 @@ async def ray_round(
         measured.ended = time.perf_counter()
         assert summary.complete, summary
         if measured.pid is not None:
-            ticks = _ticks(measured.pid, False) - measured.ticks_at_pid
-            measured.cpu_seconds = ticks / os.sysconf("SC_CLK_TCK")
+            earlier.add(measured.pid)
+            try:
+                ticks = _ticks(measured.pid, False) - measured.ticks_at_pid
+            except OSError:  # gone already: no CPU figure for this round
+                measured.pid = None
+            else:
+                measured.cpu_seconds = ticks / os.sysconf("SC_CLK_TCK")
     finally:
         if measured.spy is not None:
             _stop_spy(measured.spy)
@@ -427,12 +433,20 @@ def section_b(arguments: argparse.Namespace, url: str) -> dict[str, Any]:
     busy: list[float] = []
     steady: list[float] = []
     started: list[float] = []
+    earlier: set[int] = set()
     try:
         for round_index in range(arguments.rounds + 1):  # the first warms the cluster: not counted
             count = 200 if round_index == 0 else episodes
             measured = asyncio.run(
                 ray_round(
-                    arguments, cluster, url, schema(), f"ray{round_index}", count, round_index == 1
+                    arguments,
+                    cluster,
+                    url,
+                    schema(),
+                    f"ray{round_index}",
+                    count,
+                    round_index == 1,
+                    earlier,
                 )
             )
             if round_index == 0:
@@ -579,7 +593,7 @@ def main() -> int:
     report: dict[str, Any] = {}
     missed: list[str] = []
     if "A" in arguments.sections:
-        with tempfile.TemporaryDirectory(prefix="model-throughput-", dir=ROOT) as base:
+        with tempfile.TemporaryDirectory(prefix="model-throughput-") as base:
             report["A"] = section_a(arguments, base)
         ratio = report["A"]["ratio"]
         print(
