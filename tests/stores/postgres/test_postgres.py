@@ -406,11 +406,12 @@ async def test_records_that_differ_in_their_key_are_all_kept(store: PostgresRunS
 
 
 async def test_a_refused_write_fails_alone_in_its_batch(
-    store: PostgresRunStore, monkeypatch: pytest.MonkeyPatch
+    postgres_stores: Callable[..., PostgresRunStore], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Writes that share one statement with a refused second RunStarted are stored; only that
     write fails. (The first statement is held until all writes are queued, so the refused one
-    shares a statement with others.)"""
+    shares a statement with others: one writing session takes them all.)"""
+    store = postgres_stores(writers=1)
     await store.write_run_started(started("taken"))
     release = threading.Event()
     batches: list[list[bytes]] = []
@@ -437,6 +438,45 @@ async def test_a_refused_write_fails_alone_in_its_batch(
     for i in range(5):
         assert started(f"mate-{i}") == (await store.read_log(f"mate-{i}")).started
     assert started("taken") == (await store.read_log("taken")).started
+
+
+async def test_a_group_with_a_refused_record_stores_nothing_and_its_batch_mates_are_stored(
+    postgres_stores: Callable[..., PostgresRunStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Groups of several runs share one statement (tried first as one plain INSERT, design
+    0073); one group repeats a stored intent: that group fails alone with nothing of it
+    stored, the other groups are stored whole."""
+    store = postgres_stores(writers=1)
+    await store.write_intent(intent("dup", IntentKind.MODEL_CALL, 0))
+    release = threading.Event()
+    batches: list[tuple[int, bool]] = []
+    real_insert = WritingSession._insert
+
+    def held_insert(self: WritingSession, connection: Any, writes: list[Any]) -> list[Any]:
+        runs = [w.run_id for item in writes for w in getattr(item, "writes", (item,))]
+        batches.append((len(writes), b"dup" in runs))
+        if len(batches) == 1:
+            assert release.wait(10)
+        return real_insert(self, connection, writes)
+
+    monkeypatch.setattr(WritingSession, "_insert", held_insert)
+
+    def group(run_id: str) -> list[Intent]:
+        return [intent(run_id, IntentKind.MODEL_CALL, 0), intent(run_id, IntentKind.ACTION, 0)]
+
+    tasks = [asyncio.ensure_future(store.write_run_started(started("blocker")))]
+    tasks += [asyncio.ensure_future(store.write_records(group(f"g{i}"))) for i in range(4)]
+    tasks.insert(3, asyncio.ensure_future(store.write_records(group("dup"))))
+    await asyncio.sleep(0.05)  # every write is queued by now, the first held in its statement
+    release.set()
+    outcomes = await asyncio.gather(*tasks, return_exceptions=True)
+    [dup_batch] = [size for size, has_dup in batches if has_dup]
+    assert dup_batch > 1, batches
+    assert isinstance(outcomes[3], DuplicateRecordError), outcomes
+    assert [None] * 5 == [o for k, o in enumerate(outcomes) if k != 3]
+    assert (intent("dup", IntentKind.MODEL_CALL, 0),) == (await store.read_log("dup")).intents
+    for i in range(4):
+        assert tuple(group(f"g{i}")) == (await store.read_log(f"g{i}")).intents
 
 
 # -- group commit, listing -----------------------------------------------------------------

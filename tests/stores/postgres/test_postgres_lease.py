@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 import pytest
 
-from polyloop.errors import LeaseLostError, RunLeaseHeldError, StoreError
+from polyloop.errors import ConfigurationError, LeaseLostError, RunLeaseHeldError, StoreError
 from polyloop.ports import LeaseHolder, RunLease, RunLog
 from polyloop.stores.postgres import PostgresRunStore
 from polyloop.stores.postgres._lease import lease_lock_key
@@ -303,3 +303,75 @@ async def test_many_runs_leased_at_once_by_one_store_all_write(
     await asyncio.gather(*(lease.release() for lease in leases))
     for i in range(30):
         assert expected[i] == await store.read_log(f"m{i}")
+
+
+def _runs_on_each_session(store: PostgresRunStore, count: int) -> list[str]:
+    """A run_id for each of the store's writing sessions, found by the store's own choice."""
+    chosen: dict[int, str] = {}
+    index = 0
+    while len(chosen) < count:
+        run_id = f"w{index}"
+        session = store._session_of(_run_key(run_id) or b"")
+        chosen.setdefault(store._sessions.index(session), run_id)
+        index += 1
+    return [chosen[k] for k in range(count)]
+
+
+async def test_runs_spread_over_the_writing_sessions_and_a_lost_one_fences_only_its_runs(
+    postgres_stores: Callable[..., PostgresRunStore],
+) -> None:
+    """With three writing sessions (design 0073) each run's lease and writes go through the
+    one its run_id picks: three runs picked apart hold locks on three server sessions, and
+    when the server ends one of them only that run's writes fail; the others go on."""
+    store = postgres_stores(writers=3)
+    runs = _runs_on_each_session(store, 3)
+    leases = [await store.acquire_run_lease(run_id) for run_id in runs]
+    for run_id in runs:
+        await store.write_run_started(started(run_id))
+    pids = {_lock_holder_pid(store.schema, run_id) for run_id in runs}
+    assert 3 == len(pids), pids
+    _end_session_holding(store.schema, runs[1])
+    with pytest.raises(LeaseLostError, match=f"{runs[1]!r} is gone"):
+        await store.write_intent(intent(runs[1], IntentKind.MODEL_CALL, 0))
+    for run_id in (runs[0], runs[2]):
+        await store.write_intent(intent(run_id, IntentKind.MODEL_CALL, 0))
+    for lease in leases:
+        await lease.release()
+    for run_id in runs:
+        log = await store.read_log(run_id)
+        expected = [] if run_id == runs[1] else [intent(run_id, IntentKind.MODEL_CALL, 0)]
+        assert expected == list(log.intents)
+        assert log.started == started(run_id)
+
+
+async def test_a_held_run_is_refused_by_its_own_store_whatever_its_session(
+    postgres_stores: Callable[..., PostgresRunStore],
+) -> None:
+    """A second lease of a run from the same store object is refused as before: the run's
+    session holds it, and the store always picks that same session for the run."""
+    store = postgres_stores(writers=4)
+    for run_id in _runs_on_each_session(store, 4):
+        lease = await store.acquire_run_lease(run_id)
+        with pytest.raises(RunLeaseHeldError, match="this very store object"):
+            await store.acquire_run_lease(run_id)
+        await lease.release()
+
+
+@pytest.mark.parametrize("writers", [0, 65, True, 2.0, "2"])
+def test_writers_must_be_an_int_from_1_to_64(
+    postgres_stores: Callable[..., PostgresRunStore], writers: object
+) -> None:
+    with pytest.raises(ConfigurationError, match="writers must be an int from 1 to 64"):
+        postgres_stores(writers=writers)
+
+
+def _lock_holder_pid(schema: str, run_id: str) -> int:
+    key = lease_lock_key(schema, _run_key(run_id) or b"")
+    with admin() as connection:
+        row = connection.execute(
+            "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 2 "
+            "AND classid = %s::oid AND objid = %s::oid",
+            (key[0] & 0xFFFFFFFF, key[1] & 0xFFFFFFFF),
+        ).fetchone()
+    assert row is not None, "no session holds that lock"
+    return int(row[0])

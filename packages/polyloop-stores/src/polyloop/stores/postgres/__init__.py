@@ -3,9 +3,10 @@
 Each record is one row holding the tagged JSON of
 :func:`polyloop.serialization.dumps_log_record` (repeated text written by reference:
 :mod:`polyloop.stores._stored_form`, design 0041); ``write_step_completed`` is therefore one row,
-applied atomically. Every write goes to the store's one **writing session** (a thread and its
-connection, :mod:`polyloop.stores.postgres._session`), which commits whatever is pending in one
-statement: concurrent runs share commits, while each write returns only once its statement has
+applied atomically. Every write of a run goes to that run's **writing session** (a thread and
+its connection, :mod:`polyloop.stores.postgres._session`; a store has ``writers`` of them, and
+the run_id picks one, design 0073), which commits whatever is pending in one statement:
+concurrent runs share commits, while each write returns only once its statement has
 committed with ``synchronous_commit = on`` — so every acknowledged write, and all writes of its
 run before it, are durable (prefix durability: a run awaits each write before the next). The
 store refuses a server running with ``fsync = off``.

@@ -1,7 +1,7 @@
-"""Run leases on PostgreSQL: session advisory locks on the store's one writing session.
+"""Run leases on PostgreSQL: session advisory locks on the run's writing session.
 
 A run's lease is the advisory lock ``(k1, k2)`` (the two-``int4`` form) taken with
-``pg_try_advisory_lock`` on the store's session. The server releases it when that session
+``pg_try_advisory_lock`` on the run's writing session. The server releases it when that session
 ends for any reason — ``pg_advisory_unlock``, the store closing, the process dying (the kernel
 closes the socket), or the server noticing a dead peer through TCP keepalive. Nothing waits
 out a TTL.

@@ -1,4 +1,4 @@
-"""The store's one writing session: group commit, run leases and fencing, on one thread.
+"""A writing session of the store: group commit, run leases and fencing, on one thread.
 
 One thread owns one connection — the session — and takes work from one FIFO queue: writes,
 lease requests and releases. Whatever is pending when it looks (up to ``max_batch``) it handles
@@ -471,14 +471,17 @@ class WritingSession(QueueThread[PendingWrite | PendingGroup | _Acquire | _Relea
         if not any(isinstance(item, PendingGroup) and len(item.writes) > 1 for item in pending):
             cursor = connection.execute(self._queries["many"], parameters, binary=True)
             return self._refusals(pending, cursor.fetchall())
-        if len(pending) == 1:
-            # One group alone (one run): a plain INSERT is atomic, so a duplicate makes the
-            # whole statement fail and store nothing: one round trip and one commit.
-            try:
-                connection.execute(self._queries["many plain"], parameters, binary=True)
-            except psycopg.errors.UniqueViolation:
+        # A plain INSERT is atomic: a duplicate anywhere makes the whole statement fail and
+        # store nothing. Duplicates are rare (the loop never writes a record twice), so every
+        # batch holding a group tries it first: one round trip and one commit (design 0073).
+        try:
+            connection.execute(self._queries["many plain"], parameters, binary=True)
+        except psycopg.errors.UniqueViolation:
+            if len(pending) == 1:  # one group alone (one run): it is the one refused
                 return [self._first_refused(connection, writes)]
-            return [None]
+        else:
+            return [None] * len(pending)
+        # Some write is refused and nothing is stored: find which, storing the others.
         # BEGIN and the statement go in one round trip, COMMIT in a second.
         with connection.pipeline(), connection.transaction():
             cursor = connection.execute(self._queries["many seq"], parameters, binary=True)

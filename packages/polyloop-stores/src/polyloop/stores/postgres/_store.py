@@ -120,8 +120,10 @@ class PostgresRunStore(DurableStore):
     safely when several processes start at once. ``dead_connection_timeout_seconds`` bounds,
     through TCP keepalive on both ends, how long a dead peer goes unnoticed: the server frees
     the leases of a worker whose machine died after about that long (design 0030).
-    ``readers`` is how many connections read at once; ``idle_wait_ms`` as for the SQLite
-    store (design 0017).
+    ``readers`` is how many connections read at once; ``writers`` how many writing sessions
+    (each with its own connection, opened on first use) share the runs: a run's writes and its
+    lease always go through the one its run_id picks, so commits of different runs proceed side
+    by side (design 0073). ``idle_wait_ms`` as for the SQLite store (design 0017).
 
     Use it as ``async with PostgresRunStore(url) as store:`` or call :meth:`close`.
     """
@@ -133,6 +135,7 @@ class PostgresRunStore(DurableStore):
         schema: str = "polyloop",
         dead_connection_timeout_seconds: int = 30,
         readers: int = 2,
+        writers: int = 4,
         idle_wait_ms: float = DEFAULT_IDLE_WAIT_SECONDS * 1000,
     ) -> None:
         self._schema = _check_schema_name(schema)
@@ -147,11 +150,19 @@ class PostgresRunStore(DurableStore):
             raise ConfigurationError(
                 f"PostgresRunStore readers must be an int from 1 to 64, got {readers!r}."
             )
+        if isinstance(writers, bool) or not isinstance(writers, int) or not 1 <= writers <= 64:
+            raise ConfigurationError(
+                f"PostgresRunStore writers must be an int from 1 to 64, got {writers!r}."
+            )
         idle_wait = check_idle_wait("PostgresRunStore", idle_wait_ms)
         self._name = f"PostgresRunStore({self._target.describe()} schema={self._schema})"
         database = StoreDatabase(self._name, self._target, self._schema, Keepalive(timeout))
         self._database = database
-        self._session = WritingSession(database, idle_wait=idle_wait)
+        self._sessions = tuple(
+            WritingSession(database, idle_wait=idle_wait) for _ in range(writers)
+        )
+        #: The first writing session: the one :meth:`open` connects.
+        self._session = self._sessions[0]
         self._reader_threads = WorkerPool(self._name, readers, idle_wait=idle_wait)
         self._readers = ReaderConnections(database, application_name="polyloop reader")
         self._holder_sql = HolderQueries(self._schema)
@@ -207,23 +218,24 @@ class PostgresRunStore(DurableStore):
     @property
     def commits(self) -> int:
         """Statements this store has committed (several writes may share one)."""
-        return self._session.commits
+        return sum(session.commits for session in self._sessions)
 
     async def read_log(self, run_id: str) -> RunLog:
         run_key = _run_key(run_id)
         if run_key is None:
             return RunLog()  # such a run_id can never have been written
         doing = f"reading the log of run {shown_run_id(run_id)}"
-        if self._session.holds(run_key):
+        session = self._session_of(run_key)
+        if session.holds(run_key):
             # The driver of the run reads through the session holding its lease (resume and
             # run() take the lease first): no second connection to open.
-            rows = await self._session.read(run_key, self._select_rows(run_key), doing)
+            rows = await session.read(run_key, self._select_rows(run_key), doing)
             if rows is not NOT_HERE:
                 log: RunLog = await self._reader_threads.run(self._decode, run_id, rows)
                 self._stored_steps.read(run_id, log.steps)
                 return log
         log = await self._reader_threads.run(self._read, run_id, run_key, doing)
-        if self._session.holds(run_key):
+        if session.holds(run_key):
             self._stored_steps.read(run_id, log.steps)
         return log
 
@@ -262,10 +274,11 @@ class PostgresRunStore(DurableStore):
         """Take the lease of ``run_id`` now, or raise :class:`RunLeaseHeldError` at once."""
         run_key = self._storable_key(run_id)
         lock_key = lease_lock_key(self._schema, run_key)
-        number = await self._session.acquire(run_id, run_key, lock_key)
+        session = self._session_of(run_key)
+        number = await session.acquire(run_id, run_key, lock_key)
 
         async def release() -> None:
-            await self._session.release(run_key, number)
+            await session.release(run_key, number)
 
         return PostgresRunLease(run_id, release)
 
@@ -277,23 +290,31 @@ class PostgresRunStore(DurableStore):
         return await self._reader_threads.run(self._holder, run_key)
 
     async def open(self) -> None:
-        """Connect the writing session now (creating the schema) instead of on first use."""
+        """Connect the first writing session now (creating the schema) instead of on first
+        use; the others connect on their first use."""
         await self._session.open()
 
     def close(self) -> None:
         """Commit writes in flight, then end every session (which frees this store's leases).
         Blocks; from async code use :meth:`aclose` or ``async with``."""
-        self._session.close()
+        for session in self._sessions:
+            session.close()
         self._reader_threads.close()
         self._readers.close()
 
     def _abandon_in_child(self) -> None:
-        self._session.abandon_in_child()
+        for session in self._sessions:
+            session.abandon_in_child()
         self._readers.abandon_in_child()
         self._reader_threads = WorkerPool(self._name, 1)
         self._reader_threads.close()  # a closed pool: reads refuse at once instead of hanging
 
     # -- plumbing --------------------------------------------------------------------------
+
+    def _session_of(self, run_key: bytes) -> WritingSession:
+        """The writing session of a run: the same one for as long as this store lives."""
+        sessions = self._sessions
+        return sessions[int.from_bytes(run_key[:8], "big") % len(sessions)]
 
     def _storable_key(self, run_id: str) -> bytes:
         run_key = _run_key(run_id)
@@ -312,7 +333,7 @@ class PostgresRunStore(DurableStore):
             _record_key(record),
             stored_line(record, self._stored_steps.of(run_id)).encode("utf-8"),
         )
-        await self._session.write(write)
+        await self._session_of(run_key).write(write)
         self._stored_steps.stored(record)
 
     async def write_records(self, records: Sequence[LogRecord]) -> None:
@@ -347,7 +368,7 @@ class PostgresRunStore(DurableStore):
                     own = dict(stored or {})
                     stored = own
                 own[record.step.step_idx] = record.step
-        await self._session.write(PendingGroup(Completion(), tuple(writes)))
+        await self._session_of(run_key).write(PendingGroup(Completion(), tuple(writes)))
         for record in records:
             self._stored_steps.stored(record)
 
