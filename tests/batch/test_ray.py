@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from polyloop.adapters.otel import run_trace_id
+from tests.adapters.otel._receiver import metrics_receiver
 from tests.batch._kit import (
     assert_batch_error,
     batch_args,
@@ -68,6 +70,32 @@ def test_episodes_spread_over_two_workers_on_two_nodes(
     assert {"recorded"} == {
         line["status"] for line in results(tmp_path / "eps-results.jsonl").values()
     }
+
+
+def test_with_otlp_the_workers_send_every_episodes_trace(
+    ray_cluster: RayCluster, tmp_path: Path
+) -> None:
+    """`batch --ray --otlp URL` with a real OTLP/HTTP receiver on loopback: the batch's
+    metrics come from the driver, and each worker, on both nodes, sends the traces of the
+    episodes it drove (each run's invocation in its run id's trace, its chat spans beside)."""
+    rows = episodes_of(6, steps=2)
+    episodes = write_episodes(tmp_path / "traced.jsonl", rows)
+    env = _env(ray_cluster, tmp_path / "home")
+    with metrics_receiver() as (receiver, url):
+        args = _ray_args(episodes, tmp_path / "runs.sqlite", ray_cluster, "--otlp", url)
+        done = polyloop(*args, env=env, cwd=tmp_path, timeout=300)
+        assert 0 == done.code, done.stderr
+        spans = list(receiver.spans)
+        episodes_done = receiver.last("polyloop.batch.episodes")
+    lines = results(tmp_path / "traced-results.jsonl")
+    assert 2 == len({line["worker"] for line in lines.values()})
+    invocations = {trace for name, trace in spans if name == "invoke_agent polyloop"}
+    assert {f"{run_trace_id(row['run_id']):032x}" for row in rows} == invocations
+    chats = [trace for name, trace in spans if name.startswith("chat")]
+    assert 3 * len(rows) == len(chats)
+    assert set(chats) == invocations
+    by_outcome = {dict(key)["polyloop.batch.outcome"]: n for key, n in episodes_done.items()}
+    assert {"done": 6.0} == by_outcome
 
 
 @pytest.mark.crash

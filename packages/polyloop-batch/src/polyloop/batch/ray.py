@@ -26,7 +26,7 @@ import secrets
 import socket
 import time
 from collections.abc import Callable, Iterable, Sequence
-from contextlib import AbstractAsyncContextManager
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,7 +35,7 @@ import ray
 import ray.exceptions
 
 from polyloop.batch._placement import local_store_refusal
-from polyloop.batch.agents import load_factory
+from polyloop.batch.agents import EpisodeFactory, load_factory
 from polyloop.batch.driving import LocalEpisodeDriver, describe_error, this_worker
 from polyloop.batch.episodes import Episode
 from polyloop.batch.errors import FactoryError, WorkerSetupError
@@ -45,10 +45,23 @@ from polyloop.batch.summary import BatchSummary
 from polyloop.errors import ConfigurationError
 from polyloop.ports import RunStore
 
-__all__ = ["DiskCheck", "EpisodeWorker", "StoreOpener", "WorkerInfo", "run_batch_on_ray"]
+__all__ = [
+    "DiskCheck",
+    "EpisodeWorker",
+    "FactoryWrapping",
+    "StoreOpener",
+    "WorkerInfo",
+    "run_batch_on_ray",
+]
 
 #: A picklable zero-argument callable opening the batch's store (an async context manager).
 StoreOpener = Callable[[], AbstractAsyncContextManager[RunStore]]
+
+#: A picklable zero-argument callable each worker calls once when it starts: the context manager
+#: it returns stays entered until the worker closes, and its value wraps the loaded factory.
+#: What a worker must build for itself (an OpenTelemetry exporter: ``polyloop batch --ray
+#: --otlp``, design 0074) is built there and closed (flushed) when the worker closes.
+FactoryWrapping = Callable[[], AbstractContextManager[Callable[[EpisodeFactory], EpisodeFactory]]]
 
 #: How long a worker may take to start (be placed, import, open the store), in seconds.
 WORKER_START_SECONDS = 180.0
@@ -83,12 +96,20 @@ class EpisodeWorker:
     factory is loaded and the store opened by the first :meth:`ready` or :meth:`drive`.
     """
 
-    def __init__(self, factory: str, store: StoreOpener, disk_check: DiskCheck | None) -> None:
+    def __init__(
+        self,
+        factory: str,
+        store: StoreOpener,
+        disk_check: DiskCheck | None,
+        wrapping: FactoryWrapping | None = None,
+    ) -> None:
         self.factory_spec = factory
         self.opener = store
         self.disk_check = disk_check
+        self.wrapping = wrapping
         self.driver: LocalEpisodeDriver | None = None
         self.opened: AbstractAsyncContextManager[RunStore] | None = None
+        self.wrapped: AbstractContextManager[object] | None = None
         self.starting: asyncio.Lock | None = None
 
     @ray.method(concurrency_group="control")
@@ -127,6 +148,15 @@ class EpisodeWorker:
                 f"worker {where} cannot open the store: {describe_error(error)}"
             ) from None
         self.opened = opened
+        if self.wrapping is not None:
+            wrapped = self.wrapping()
+            try:
+                factory = wrapped.__enter__()(factory)
+            except Exception as error:
+                raise WorkerSetupError(
+                    f"worker {where} cannot wrap the factory: {describe_error(error)}"
+                ) from None
+            self.wrapped = wrapped
         return LocalEpisodeDriver(factory, store)
 
     async def drive(self, episode: Episode, attempt: int) -> EpisodeReport:
@@ -138,8 +168,13 @@ class EpisodeWorker:
     async def close(self) -> None:
         """Close the store (writes in flight finish first)."""
         opened, self.opened, self.driver = self.opened, None, None
-        if opened is not None:
-            await opened.__aexit__(None, None, None)
+        wrapped, self.wrapped = self.wrapped, None
+        try:
+            if opened is not None:
+                await opened.__aexit__(None, None, None)
+        finally:
+            if wrapped is not None:  # e.g. flushes the worker's spans: may wait on a network
+                await asyncio.to_thread(wrapped.__exit__, None, None, None)
 
 
 def _read_token(path: str) -> str | None:
@@ -287,7 +322,12 @@ def _write_check(local_store_path: Path) -> DiskCheck:
 
 
 async def _start_workers(
-    count: int, factory: str, store: StoreOpener, check: DiskCheck | None, concurrency: int
+    count: int,
+    factory: str,
+    store: StoreOpener,
+    check: DiskCheck | None,
+    concurrency: int,
+    wrapping: FactoryWrapping | None = None,
 ) -> list[Any]:
     # ready/close run in a group of their own: they never queue behind episodes.
     remote = ray.remote(concurrency_groups={"control": 2})(EpisodeWorker).options(  # type: ignore[call-overload]
@@ -296,7 +336,7 @@ async def _start_workers(
         max_task_retries=0,  # this driver sends a lost episode again, and the lease decides
         max_concurrency=concurrency,
     )
-    handles = [remote.remote(factory, store, check) for _ in range(count)]
+    handles = [remote.remote(factory, store, check, wrapping) for _ in range(count)]
     try:
         async with asyncio.timeout(WORKER_START_SECONDS):
             await asyncio.gather(*(handle.ready.remote() for handle in handles))
@@ -348,6 +388,7 @@ async def run_batch_on_ray(
     total: int | None = None,
     observers: Sequence[ReportObserver] = (),
     control: BatchControl | None = None,
+    wrap_factory: FactoryWrapping | None = None,
 ) -> BatchSummary:
     """One pass over ``episodes`` on the Ray cluster at ``address``.
 
@@ -357,7 +398,8 @@ async def run_batch_on_ray(
     up to ``concurrency`` episodes at a time. Pass ``local_store_path`` when the store is files
     on a disk (sqlite, jsonl): the batch is then refused unless every node runs on this host,
     or ``shared_disk`` says they share that disk, and every worker must read back a file
-    written beside the store.
+    written beside the store. ``wrap_factory`` (:data:`FactoryWrapping`): what each worker
+    wraps the loaded factory in, built in the worker and closed when it closes.
     """
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise ConfigurationError(f"concurrency must be an int >= 1, got {concurrency!r}.")
@@ -377,7 +419,7 @@ async def run_batch_on_ray(
             _check_hosts(local_store_path, shared_disk)
             check = _write_check(local_store_path)
         count = workers if workers is not None else max(1, int(_cluster_resources()["CPU"]))
-        handles = await _start_workers(count, factory, store, check, concurrency)
+        handles = await _start_workers(count, factory, store, check, concurrency, wrap_factory)
         try:
             return await run_episodes(
                 episodes,

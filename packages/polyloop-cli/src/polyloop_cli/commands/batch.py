@@ -11,9 +11,10 @@ import functools
 import json
 import signal
 import sys
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -51,6 +52,9 @@ from polyloop_cli.shared.stores import (
     open_store,
     parse_store_url,
 )
+
+if TYPE_CHECKING:  # OpenTelemetry is an extra: imported only where --otlp is given
+    from polyloop.adapters.otel import OpenTelemetryEventSink
 
 __all__ = ["batch"]
 
@@ -129,8 +133,8 @@ def _store_opener(url: StoreUrl) -> Callable[[], AbstractAsyncContextManager[Run
     default=None,
     help="Send the batch's metrics (episodes done/failed/parked, steps, steps/s) and the "
     "episodes' traces to the OpenTelemetry collector at URL (OTLP/HTTP, e.g. "
-    "http://127.0.0.1:4318; traces of the episodes driven here, not with --ray); needs "
-    "polyloop-cli[otel].",
+    "http://127.0.0.1:4318; with --ray each worker sends its episodes' traces itself, so URL "
+    "must be reachable from every node); needs polyloop-cli[otel].",
 )
 @json_option_saying("Print the summary as one JSON document.")
 def batch(
@@ -213,23 +217,43 @@ class _Telemetry:
         )
         self.observer: ReportObserver = self._telemetry.batch_metrics(batch=batch)
         self._sink = self._telemetry.event_sink()
+        #: Where the Ray workers send their episodes' traces (each builds its own exporter).
+        self.url = url
 
     def traced(self, factory: EpisodeFactory) -> EpisodeFactory:
-        """``factory``, its agents' events also sent to the telemetry (their parameter
-        snapshots unchanged: a batch rerun with or without ``--otlp`` resumes the same runs)."""
-        from polyloop.adapters.otel import observe
-
-        sink = self._sink
-
-        @contextlib.asynccontextmanager
-        async def traced(episode: Episode, store: RunStore) -> AsyncIterator[EpisodeAgent]:
-            async with open_agent(factory, episode, store) as agent:
-                yield EpisodeAgent(observe(agent.definition, sink), agent.request)
-
-        return traced
+        """``factory``, its agents' events also sent to the telemetry."""
+        return _traced(factory, self._sink)
 
     def close(self) -> None:
         self._telemetry.shutdown()
+
+
+def _traced(factory: EpisodeFactory, sink: OpenTelemetryEventSink) -> EpisodeFactory:
+    """``factory``, its agents' events also sent to ``sink`` (their parameter snapshots
+    unchanged: a batch rerun with or without ``--otlp`` resumes the same runs)."""
+    from polyloop.adapters.otel import observe
+
+    @contextlib.asynccontextmanager
+    async def traced(episode: Episode, store: RunStore) -> AsyncIterator[EpisodeAgent]:
+        async with open_agent(factory, episode, store) as agent:
+            yield EpisodeAgent(observe(agent.definition, sink), agent.request)
+
+    return traced
+
+
+@contextlib.contextmanager
+def worker_traces(url: str) -> Iterator[Callable[[EpisodeFactory], EpisodeFactory]]:
+    """In a Ray worker of ``batch --ray --otlp URL``: the worker's own trace exporter to
+    ``URL`` (the batch's metrics are the driver's), wrapping the factory it loaded; flushed and
+    shut down when the worker closes (design 0074)."""
+    from polyloop.adapters.otel import OtlpTelemetry
+
+    telemetry = OtlpTelemetry(url, service_name="polyloop-batch", metrics=False)
+    try:
+        sink = telemetry.event_sink()
+        yield functools.partial(_traced, sink=sink)
+    finally:
+        telemetry.shutdown()
 
 
 def _batch_metrics(url: str, episodes_file: Path) -> _Telemetry:
@@ -311,6 +335,7 @@ async def _drive(
                         shared_disk,
                         observers,
                         control,
+                        None if metrics is None else metrics.url,
                     )
                 assert factory is not None
                 if metrics is not None:
@@ -349,6 +374,7 @@ async def _on_ray(
     shared_disk: bool,
     observers: Sequence[ReportObserver],
     control: BatchControl,
+    otlp: str | None = None,
 ) -> BatchSummary:
     try:
         from polyloop.batch.ray import run_batch_on_ray
@@ -374,6 +400,8 @@ async def _on_ray(
         total=episodes.count,
         observers=observers,
         control=control,
+        # Each worker builds its own exporter from the URL: an exporter does not cross processes.
+        wrap_factory=None if otlp is None else functools.partial(worker_traces, otlp),
     )
 
 
