@@ -107,7 +107,10 @@ async def test_fork_text_and_its_refusals(
 
 class _CutBatch:
     """The sqlite store, but its next batch keeps only its first ``keep`` records and the
-    process "dies" (a BaseException): what a crash may leave of one write."""
+    process "dies" (a BaseException): what a crash may leave of one write. Its copy capability
+    is hidden (``None``), so the fork writes its copy with that one batch."""
+
+    copy_records = None
 
     def __init__(self, inner: SqliteRunStore, keep: int) -> None:
         self.inner, self.keep = inner, keep
@@ -133,6 +136,12 @@ async def test_show_names_a_fork_cut_short_and_forking_again_completes_it(
     shown = _cli(sqlite_path, env, "show", "cut", "--json")
     assert False is shown.json()["fork"]["complete"]
     assert "incomplete fork" in _cli(sqlite_path, env, "show", "cut").stdout
+    # no driver is on it and resume refuses it: not "running" (design 0072)
+    row = next(
+        r for r in _cli(sqlite_path, env, "runs", "--json").json()["runs"] if r["run_id"] == "cut"
+    )
+    assert ("incomplete_fork", "created", None) == (row["status"], row["run_status"], row["tail"])
+    assert "incomplete fork" in _cli(sqlite_path, env, "runs").stdout
     refused = _cli(sqlite_path, env, "plan", "cut")
     assert 15 == refused.code
     assert "copy a crash cut short" in refused.stderr
@@ -153,3 +162,7 @@ async def test_show_names_a_fork_cut_short_and_forking_again_completes_it(
     )
     assert 0 == done.code, done.stderr
     assert True is _cli(sqlite_path, env, "show", "cut", "--json").json()["fork"]["complete"]
+    row = next(
+        r for r in _cli(sqlite_path, env, "runs", "--json").json()["runs"] if r["run_id"] == "cut"
+    )
+    assert ("finished", "succeeded") == (row["status"], row["run_status"])

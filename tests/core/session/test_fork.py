@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from polyloop.errors import ConfigurationError, PolyLoopError, RunAlreadyStartedError
 from polyloop.ports import ModelCall, RunLog, RunStore
-from polyloop.recovery import validate_log
+from polyloop.recovery import RunStatus, run_status, validate_log
 from polyloop.serialization import LogRecord
 from polyloop.session import (
     AgentDefinition,
@@ -362,6 +362,11 @@ class CutBatchStore:
     """A real store whose next ``write_records`` keeps only its first ``keep`` records, then
     dies (:class:`Crash`): what a crash may leave of a batch (the contract promises a prefix)."""
 
+    #: Hidden (a protocol member set to ``None`` is absent): the fork then writes its copy with
+    #: ``write_records``, whose cut this store makes. A copy by ``copy_records`` is cut by
+    #: killing a process in ``tests/stores/test_fork_copy.py``.
+    copy_records = None
+
     def __init__(self, inner: RunStore, keep: int) -> None:
         self.inner = inner
         self.keep = keep
@@ -397,6 +402,9 @@ async def test_a_fork_cut_short_is_refused_by_resume_and_completed_by_forking_ag
                 clock=DatedClock(FIRST_TRY),
             )
         left = await stores.open().read_log(fork_id)
+        # a copy cut short has not started the fork; a whole one with no step of its own
+        # waits for resume like any run that crashed (design 0072)
+        assert (RunStatus.CREATED if keep < whole else RunStatus.RUNNING) is run_status(left)
         if keep == 0:
             assert RunLog() == left
         elif keep < whole:

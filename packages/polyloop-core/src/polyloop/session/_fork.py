@@ -12,8 +12,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
-from collections.abc import Mapping, Sequence
-from typing import TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from polyloop.asking import RunParked, UserAnswered, UserAsked
 from polyloop.errors import (
@@ -30,6 +30,7 @@ from polyloop.ports import (
     Event,
     EventKind,
     RecordBatching,
+    RecordCopying,
     RunLog,
     RunStore,
 )
@@ -73,8 +74,6 @@ from polyloop.types import (
     StepCompleted,
     StepRecord,
 )
-
-_R = TypeVar("_R", Intent, ModelCallResult, StepCompleted, UserAsked, UserAnswered)
 
 __all__ = [
     "SnapshotDifference",
@@ -226,36 +225,33 @@ async def _create(
         started_at=began if began is not None else started_at(clock),
     )
     forked_request = await resumed_request(store, request, started)
-    records: list[BatchedRecord] = [started, *_copied(source, run_id, at_step, in_doubt)]
-    if in_doubt:
-        assert in_doubt_observation is not None
-        records.append(
-            _unsettled_step(
-                definition.decision_parser,
-                forked_request,
-                source,
-                records,
-                at_step - 1,
-                in_doubt_observation,
-            )
-        )
-    log = log_of(records)
-    try:
-        if in_doubt or _rules_differ(source.started.parameter_snapshot, snapshot):
-            validate_log(log, run_id)
-    except CorruptLogError as error:
-        raise ConfigurationError(
-            f"Run {run_id!r} cannot be forked from run {source_run_id!r} at step {at_step} under "
-            "these parameters: the copied records contradict them. A fork may change the "
-            "model, its binding, the budget, templates and the parser, not what the prefix's "
-            f"records are bound to (a tool's replay policy, the model replay policy). {error}"
-        ) from None
-    _refuse_ended_prefix(log, forked_request, source_run_id, at_step)
-
-    if existing == RunLog():
-        await _write_all(store, records)
+    if (
+        not in_doubt
+        and existing == RunLog()
+        and not _rules_differ(source.started.parameter_snapshot, snapshot)
+    ):
+        # The common fork: the source's validated records, unchanged but for the run id, on an
+        # empty log. A store that can copies their stored form (design 0072).
+        prefix = _copied(source, at_step, in_doubt=False)
+        log = log_of([started, *prefix])
+        _refuse_ended_prefix(log, forked_request, source_run_id, at_step)
+        if not (
+            isinstance(store, RecordCopying)
+            and await store.copy_records(started, source_run_id, prefix)
+        ):
+            await _write_all(store, [started, *(_moved(record, run_id) for record in prefix)])
     else:
-        await _complete(store, records, existing, run_id)
+        log = await _checked_write(
+            definition,
+            forked_request,
+            started,
+            source,
+            existing,
+            source_run_id=source_run_id,
+            at_step=at_step,
+            in_doubt_observation=in_doubt_observation if in_doubt else None,
+            check=in_doubt or _rules_differ(source.started.parameter_snapshot, snapshot),
+        )
 
     driver = Driver(definition, forked_request, clock, event_timeout_seconds, asking)
     driver.rebuild(log)
@@ -270,6 +266,57 @@ async def _create(
         )
     )
     return await driver.drive()
+
+
+async def _checked_write(
+    definition: AgentDefinition,
+    forked_request: RunRequest,
+    started: RunStarted,
+    source: RunLog,
+    existing: RunLog,
+    *,
+    source_run_id: str,
+    at_step: int,
+    in_doubt_observation: str | None,
+    check: bool,
+) -> RunLog:
+    """Write (or complete) a fork whose records are checked or built here: a step left in
+    doubt, other rules than the source's, or a copy cut short. Returns the fork's log."""
+    store = definition.store
+    run_id = started.run_id
+    in_doubt = in_doubt_observation is not None
+    records: list[BatchedRecord] = [
+        started,
+        *(_moved(record, run_id) for record in _copied(source, at_step, in_doubt=in_doubt)),
+    ]
+    if in_doubt_observation is not None:
+        records.append(
+            _unsettled_step(
+                definition.decision_parser,
+                forked_request,
+                source,
+                records,
+                at_step - 1,
+                in_doubt_observation,
+            )
+        )
+    log = log_of(records)
+    try:
+        if check:
+            validate_log(log, run_id)
+    except CorruptLogError as error:
+        raise ConfigurationError(
+            f"Run {run_id!r} cannot be forked from run {source_run_id!r} at step {at_step} under "
+            "these parameters: the copied records contradict them. A fork may change the "
+            "model, its binding, the budget, templates and the parser, not what the prefix's "
+            f"records are bound to (a tool's replay policy, the model replay policy). {error}"
+        ) from None
+    _refuse_ended_prefix(log, forked_request, source_run_id, at_step)
+    if existing == RunLog():
+        await _write_all(store, records)
+    else:
+        await _complete(store, records, existing, run_id)
+    return log
 
 
 def _rules_differ(source: Mapping[str, str], fork: Mapping[str, str]) -> bool:
@@ -320,9 +367,9 @@ def _in_doubt_step(
     return True
 
 
-def _copied(source: RunLog, run_id: str, at_step: int, in_doubt: bool) -> list[BatchedRecord]:
-    """The source's records of steps ``0..at_step-1`` under ``run_id``, in write order (the
-    unsettled step of an in-doubt fork without its ``StepCompleted``)."""
+def _copied(source: RunLog, at_step: int, *, in_doubt: bool) -> list[BatchedRecord]:
+    """The source's records of steps ``0..at_step-1``, in write order (the unsettled step of an
+    in-doubt fork without its ``StepCompleted``), still under the source's run id."""
     model_intents: dict[int, Intent] = {}
     action_intents: dict[int, Intent] = {}
     for intent in source.intents:
@@ -338,33 +385,47 @@ def _copied(source: RunLog, run_id: str, at_step: int, in_doubt: bool) -> list[B
         answers.setdefault(answered.step, []).append(answered)
     out: list[BatchedRecord] = []
     for k in range(at_step):
-        out.append(_moved(model_intents[k], run_id))
-        out.append(_moved(results[model_result_id(k)], run_id))
-        out.extend(_moved(ask, run_id) for ask in asks.get(k, ()))
-        out.extend(_moved(answered, run_id) for answered in answers.get(k, ()))
+        out.append(model_intents[k])
+        out.append(results[model_result_id(k)])
+        out.extend(asks.get(k, ()))
+        out.extend(answers.get(k, ()))
         if k in action_intents:
-            out.append(_moved(action_intents[k], run_id))
+            out.append(action_intents[k])
         if in_doubt and k == at_step - 1:
             break
-        out.append(_moved(source.steps[k], run_id))
+        out.append(source.steps[k])
     return out
 
 
-_FIELDS: dict[type, tuple[str, ...]] = {}
+_MOVERS: dict[type, Callable[[Any, str], Any]] = {}
 
 
-def _moved(record: _R, run_id: str) -> _R:
+def _moved(record: BatchedRecord, run_id: str) -> BatchedRecord:
     """``record`` under ``run_id``, every other field the same object. Built without running
-    ``__init__`` again: the record was checked when it was made, and a fork copies thousands
-    (``dataclasses.replace`` was most of a fork's cost)."""
+    ``__init__`` again, through the slots' own setters: the record was checked when it was
+    made, and a fork copies thousands (``dataclasses.replace`` was most of a fork's cost)."""
     kind = type(record)
-    names = _FIELDS.get(kind)
-    if names is None:
-        names = _FIELDS[kind] = tuple(f.name for f in dataclasses.fields(record))
-    moved = object.__new__(kind)
-    for name in names:
-        object.__setattr__(moved, name, run_id if name == "run_id" else getattr(record, name))
+    mover = _MOVERS.get(kind)
+    if mover is None:
+        mover = _MOVERS[kind] = _mover(kind)
+    moved: BatchedRecord = mover(record, run_id)
     return moved
+
+
+def _mover(kind: type) -> Callable[[Any, str], Any]:
+    slots = {field.name: getattr(kind, field.name) for field in dataclasses.fields(kind)}
+    others = [(slot.__set__, slot.__get__) for name, slot in slots.items() if name != "run_id"]
+    set_run_id = slots["run_id"].__set__
+    new = object.__new__
+
+    def move(record: Any, run_id: str) -> Any:
+        copy: Any = new(kind)
+        set_run_id(copy, run_id)
+        for put, get in others:
+            put(copy, get(record))
+        return copy
+
+    return move
 
 
 def _unsettled_step(
