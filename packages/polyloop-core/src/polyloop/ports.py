@@ -54,6 +54,7 @@ __all__ = [
     "ModelCall",
     "ModelClient",
     "ParsedReply",
+    "PrefixReplaying",
     "RecordBatching",
     "RecordCopying",
     "RunLease",
@@ -64,6 +65,7 @@ __all__ = [
     "StoreClosing",
     "ToolCall",
     "UserAsking",
+    "supports_prefix_replay",
     "supports_record_batching",
     "supports_record_copying",
     "supports_user_asking",
@@ -764,3 +766,34 @@ class RecordCopying(Protocol):
 def supports_record_copying(store: object) -> bool:
     """Whether ``store`` can copy a run's records under another run id (:class:`RecordCopying`)."""
     return isinstance(store, RecordCopying)
+
+
+@runtime_checkable
+class PrefixReplaying(Protocol):
+    """Optional ActionExecutor capability: its session is an isolated environment that starts
+    empty, so a fork can bring it to step K by executing the prefix's recorded actions again
+    in a new session (design 0072).
+
+    Executing them again there repeats nothing outside the session, whatever their replay
+    policy says about the world: that policy is about the session the source ran in. Only
+    tool-less actions (the code the executor itself runs) are replayed; a tool call acts
+    through a tool, on the world as it is, and is never repeated.
+    """
+
+    def can_replay_prefix(self) -> bool:
+        """Whether the session is isolated and no action has run in it yet (started, fresh):
+        executing a prefix's actions in it now reaches the state they left in the source's."""
+        ...
+
+    async def replay_action(self, action: Action) -> ActionOutcome:
+        """Execute one of the prefix's recorded actions again, before the fork's own steps.
+
+        Returns and raises what :meth:`ActionExecutor.execute` does; the fork refuses to
+        start (writing nothing) unless every replayed action is ``EXECUTED``."""
+        ...
+
+
+def supports_prefix_replay(executor: object) -> bool:
+    """Whether ``executor`` can bring a fresh session to a fork's step by replaying its prefix
+    (:class:`PrefixReplaying`)."""
+    return isinstance(executor, PrefixReplaying)

@@ -29,6 +29,7 @@ from polyloop.ports import (
     DecisionParser,
     Event,
     EventKind,
+    PrefixReplaying,
     RecordBatching,
     RecordCopying,
     RunLog,
@@ -135,6 +136,7 @@ async def fork(
     source_run_id: str,
     at_step: int,
     in_doubt_observation: str | None = None,
+    replay_prefix: bool | None = None,
     clock: Clock = time.monotonic,
     event_timeout_seconds: float = DEFAULT_EVENT_TIMEOUT_SECONDS,
     lease_wait_seconds: float = 0.0,
@@ -152,6 +154,14 @@ async def fork(
     that contradicts the copied records (another replay policy of a tool) is refused before
     anything is written. The prefix's actions are not executed again: the fork's tools act on
     the world as it is now.
+
+    ``replay_prefix`` decides the environment at ``at_step`` (design 0072): an executor that
+    declares :class:`~polyloop.ports.PrefixReplaying` and whose session is fresh is brought
+    there by executing the prefix's executed tool-less actions again in it (``None``, the
+    default: when it can; ``True``: required, else :class:`ConfigurationError`; ``False``:
+    never). Tool calls are never repeated. The fork's ``RunStarted`` says which
+    (``fork_replayed_prefix``); a replayed action that is not ``EXECUTED`` again refuses the
+    fork with nothing written.
 
     When the source's step ``at_step - 1`` announced an action that never settled (a crash
     mid-action), the fork is refused unless ``in_doubt_observation`` is given: that step is then
@@ -177,12 +187,15 @@ async def fork(
         raise ConfigurationError(f"fork(at_step=...) takes a step index >= 0, got {at_step!r}.")
     if in_doubt_observation is not None and not isinstance(in_doubt_observation, str):
         raise ConfigurationError("fork(in_doubt_observation=...) takes a string or None.")
+    if replay_prefix is not None and type(replay_prefix) is not bool:
+        raise ConfigurationError("fork(replay_prefix=...) takes True, False or None.")
     asking = Asking.of(request, definition, approval_policy, rejected_template, ask_now)
     begin = functools.partial(
         _create,
         source_run_id=source_run_id,
         at_step=at_step,
         in_doubt_observation=in_doubt_observation,
+        replay_prefix=replay_prefix,
     )
     return await leased(
         begin, definition, request, clock, event_timeout_seconds, lease_wait_seconds, asking
@@ -199,6 +212,7 @@ async def _create(
     source_run_id: str,
     at_step: int,
     in_doubt_observation: str | None,
+    replay_prefix: bool | None,
 ) -> RunResult | RunParked:
     store = definition.store
     run_id = request.run_id
@@ -211,6 +225,7 @@ async def _create(
     validate_log(source, source_run_id)
     snapshot = run_snapshot(definition, request, asking.gates)
     in_doubt = _in_doubt_step(source, source_run_id, at_step, in_doubt_observation)
+    replaying = _replaying(request, source_run_id, replay_prefix)
     existing = await store.read_log(run_id)
     # A fork cut short by a crash is completed with the records it began with: its start time too.
     began = existing.started.started_at if existing.started is not None else None
@@ -223,6 +238,7 @@ async def _create(
         forked_at_step=at_step,
         fork_left_in_doubt=in_doubt,
         started_at=began if began is not None else started_at(clock),
+        fork_replayed_prefix=replaying,
     )
     forked_request = await resumed_request(store, request, started)
     if (
@@ -235,6 +251,8 @@ async def _create(
         prefix = _copied(source, at_step, in_doubt=False)
         log = log_of([started, *prefix])
         _refuse_ended_prefix(log, forked_request, source_run_id, at_step)
+        if replaying:
+            await _replay(request, source, source_run_id, at_step)
         if not (
             isinstance(store, RecordCopying)
             and await store.copy_records(started, source_run_id, prefix)
@@ -251,6 +269,7 @@ async def _create(
             at_step=at_step,
             in_doubt_observation=in_doubt_observation if in_doubt else None,
             check=in_doubt or _rules_differ(source.started.parameter_snapshot, snapshot),
+            replaying=replaying,
         )
 
     driver = Driver(definition, forked_request, clock, event_timeout_seconds, asking)
@@ -279,6 +298,7 @@ async def _checked_write(
     at_step: int,
     in_doubt_observation: str | None,
     check: bool,
+    replaying: bool,
 ) -> RunLog:
     """Write (or complete) a fork whose records are checked or built here: a step left in
     doubt, other rules than the source's, or a copy cut short. Returns the fork's log."""
@@ -312,11 +332,58 @@ async def _checked_write(
             f"records are bound to (a tool's replay policy, the model replay policy). {error}"
         ) from None
     _refuse_ended_prefix(log, forked_request, source_run_id, at_step)
+    if replaying:
+        await _replay(forked_request, source, source_run_id, at_step)
     if existing == RunLog():
         await _write_all(store, records)
     else:
         await _complete(store, records, existing, run_id)
     return log
+
+
+def _replaying(request: RunRequest, source_run_id: str, choice: bool | None) -> bool:
+    """Whether the fork replays its prefix into the executor's session (``choice``: ``None``
+    when the executor can, design 0072); raises when ``True`` and it cannot."""
+    executor = request.action_executor
+    if choice is False:
+        return False
+    if isinstance(executor, PrefixReplaying) and executor.can_replay_prefix():
+        return True
+    if choice:
+        raise ConfigurationError(
+            f"fork(replay_prefix=True) of run {source_run_id!r}: the executor "
+            f"{type(executor).__name__} "
+            + (
+                "has a session in which actions already ran"
+                if isinstance(executor, PrefixReplaying)
+                else "does not declare that its sessions are isolated and fresh "
+                "(polyloop.ports.PrefixReplaying)"
+            )
+            + ", so the prefix cannot be replayed into it. Give the fork a new, started "
+            "executor of that kind, or fork with replay_prefix=None or False to go on against "
+            "the environment as it is."
+        )
+    return False
+
+
+async def _replay(request: RunRequest, source: RunLog, source_run_id: str, at_step: int) -> None:
+    """Execute the prefix's executed tool-less actions again in the executor's fresh session,
+    in step order, before anything of the fork is written."""
+    executor = request.action_executor
+    assert isinstance(executor, PrefixReplaying)
+    for completed in source.steps[:at_step]:
+        step = completed.step
+        if step.action_status is not ActionStatus.EXECUTED or step.tool_name is not None:
+            continue
+        assert step.action is not None
+        outcome = await executor.replay_action(Action(step.action, None))
+        if outcome.status is not ActionStatus.EXECUTED:
+            raise PolyLoopError(
+                f"Forking run {source_run_id!r} at step {at_step}: replaying the action of its "
+                f"step {step.step_idx} in the fresh session gave {outcome.status.value}, so the "
+                "session is not in the state the prefix left; nothing was written. Give the fork a new executor and try again, "
+                "or fork with replay_prefix=False."
+            )
 
 
 def _rules_differ(source: Mapping[str, str], fork: Mapping[str, str]) -> bool:
