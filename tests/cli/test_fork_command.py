@@ -78,6 +78,7 @@ async def test_fork_prints_lineage_and_differences_and_repeats_nothing(
         "fork_left_in_doubt": False,
         "complete": True,
         "environment": "world_as_is",
+        "replayed_steps": [],
     } == shown.json()["fork"]
     assert None is _cli(sqlite_path, env, "show", "r-1", "--json").json()["fork"]
     text = _cli(sqlite_path, env, "show", "r-1-fork-at-2")
@@ -103,6 +104,18 @@ async def test_fork_text_and_its_refusals(
     assert 2 == late.code
     assert "ends a run" in late.stderr
     assert 5 == _cli(sqlite_path, env, "fork", "nope", "--at", "0", *args).code
+    # the test agents' executor declares no isolated, fresh session (design 0072)
+    replay = _cli(
+        sqlite_path, env, "fork", "r-1", "--at", "1", "--run-id", "h", "--replay-prefix", *args
+    )
+    assert 2 == replay.code
+    assert "does not declare" in replay.stderr
+    assert 5 == _cli(sqlite_path, env, "show", "h").code  # nothing was written
+    kept = _cli(
+        sqlite_path, env, "fork", "r-1", "--at", "1", "--run-id", "h", "--no-replay-prefix", *args
+    )
+    assert 0 == kept.code, kept.stderr
+    assert "the world as it is" in kept.stdout
 
 
 class _CutBatch:
