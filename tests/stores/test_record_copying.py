@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 import psycopg
 import pytest
 
+from polyloop.errors import RunAlreadyStartedError
 from polyloop.ports import (
     BatchedRecord,
     RecordBatching,
@@ -201,3 +202,18 @@ async def test_records_the_source_does_not_hold_so_are_not_copied_and_nothing_is
     # a source the store does not hold
     assert False is await _copy(store, _started("fork-x", "nowhere", 3), "nowhere", records)
     assert RunLog() == await store.read_log("fork-x")
+
+
+async def test_a_copy_onto_a_run_that_has_records_stores_nothing(opened: _Opened) -> None:
+    """Refused in write_records' words, or left to them (``False``): the log is unchanged."""
+    store = opened.open("store")
+    log = await _source(store, "source")
+    records = _records_before(log, 2)
+    assert await _copy(store, _started("taken", "source", 2), "source", records)
+    before = await store.read_log("taken")
+    try:
+        copied = await _copy(store, _started("taken", "source", 2), "source", records)
+    except RunAlreadyStartedError:
+        copied = False
+    assert copied is False
+    assert before == await store.read_log("taken")

@@ -12,6 +12,7 @@ import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from psycopg import Connection, sql
+from psycopg.errors import UniqueViolation
 from psycopg.rows import TupleRow
 
 from polyloop.asking import (
@@ -398,7 +399,9 @@ class PostgresRunStore(DurableStore):
                     ).rowcount
                     if inserted != count:
                         raise _NotCopied
-            except _NotCopied:
+            except (_NotCopied, UniqueViolation):
+                # A record already there: write_records, which the caller falls back to,
+                # refuses it in its own words.
                 return False
             return True
 
