@@ -249,6 +249,7 @@ async def _create(
         # The common fork: the source's validated records, unchanged but for the run id, on an
         # empty log. A store that can copies their stored form (design 0072).
         prefix = _copied(source, at_step, in_doubt=False)
+        # Under the source's run id: only its steps are read from here on (rebuild, the end).
         log = log_of([started, *prefix])
         _refuse_ended_prefix(log, forked_request, source_run_id, at_step)
         if replaying:
