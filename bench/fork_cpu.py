@@ -9,7 +9,8 @@ answer); against it, a run of the same agent that crashed at step ``--at`` (its 
 there announced, never answered) is resumed and takes that one step. The figure is the
 process's CPU time (all threads, ``getrusage``: user + system) of the ``fork``/``resume`` call
 alone, the least of ``--repeat`` tries; the target is a ratio below 2. ``--profile jsonl``
-prints the cProfile table of one fork.
+prints the cProfile table of one fork (``SORT=tottime`` sorts it by own time); the durable
+stores' threads do part of the work, which the table shows as waits.
 """
 
 from __future__ import annotations

@@ -49,6 +49,7 @@ SERIAL = (
     "stores/test_idle_wait.py",
     "stores/test_lease_races.py",
     "stores/test_processes.py",
+    "stores/test_record_copying_sigkill.py",
     "stores/test_sigkill.py",
 )
 

@@ -185,16 +185,19 @@ _run_started_heads = (
     )
     | st.builds(
         # A fork (design 0067): its source run, the step its own agent started at, in doubt or not.
-        lambda ids, snapshot, at, doubt: RunStarted(
+        # Its prefix replayed into a fresh session or not (design 0072).
+        lambda ids, snapshot, at, doubt, replayed: RunStarted(
             ids[0],
             snapshot,
             forked_from_run_id=ids[1],
             forked_at_step=at + 1 if doubt else at,
             fork_left_in_doubt=doubt,
+            fork_replayed_prefix=replayed,
         ),
         st.tuples(run_ids, result_ids).filter(lambda ids: ids[0] != ids[1]),
         parameter_snapshots,
         counts,
+        st.booleans(),
         st.booleans(),
     )
 )

@@ -130,6 +130,8 @@ EXPECTED_FIELDS: dict[type[Any], list[tuple[str, object, object]]] = {
         ("fork_left_in_doubt", bool, False),
         # added after them, defaulted and optional on read (design 0061)
         ("started_at", str | None, None),
+        # Design 0072: a fork's prefix replayed into a fresh session; False when absent.
+        ("fork_replayed_prefix", bool, False),
     ],
     Intent: [
         ("run_id", str, _NO_DEFAULT),

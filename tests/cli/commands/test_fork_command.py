@@ -78,6 +78,7 @@ async def test_fork_prints_lineage_and_differences_and_repeats_nothing(
         "fork_left_in_doubt": False,
         "complete": True,
         "environment": "world_as_is",
+        "replayed_steps": [],
     } == shown.json()["fork"]
     assert None is _cli(sqlite_path, env, "show", "r-1", "--json").json()["fork"]
     text = _cli(sqlite_path, env, "show", "r-1-fork-at-2")
@@ -103,11 +104,26 @@ async def test_fork_text_and_its_refusals(
     assert 2 == late.code
     assert "ends a run" in late.stderr
     assert 5 == _cli(sqlite_path, env, "fork", "nope", "--at", "0", *args).code
+    # the test agents' executor declares no isolated, fresh session (design 0072)
+    replay = _cli(
+        sqlite_path, env, "fork", "r-1", "--at", "1", "--run-id", "h", "--replay-prefix", *args
+    )
+    assert 2 == replay.code
+    assert "does not declare" in replay.stderr
+    assert 5 == _cli(sqlite_path, env, "show", "h").code  # nothing was written
+    kept = _cli(
+        sqlite_path, env, "fork", "r-1", "--at", "1", "--run-id", "h", "--no-replay-prefix", *args
+    )
+    assert 0 == kept.code, kept.stderr
+    assert "the world as it is" in kept.stdout
 
 
 class _CutBatch:
     """The sqlite store, but its next batch keeps only its first ``keep`` records and the
-    process "dies" (a BaseException): what a crash may leave of one write."""
+    process "dies" (a BaseException): what a crash may leave of one write. Its copy capability
+    is hidden (``None``), so the fork writes its copy with that one batch."""
+
+    copy_records = None
 
     def __init__(self, inner: SqliteRunStore, keep: int) -> None:
         self.inner, self.keep = inner, keep
@@ -133,6 +149,12 @@ async def test_show_names_a_fork_cut_short_and_forking_again_completes_it(
     shown = _cli(sqlite_path, env, "show", "cut", "--json")
     assert False is shown.json()["fork"]["complete"]
     assert "incomplete fork" in _cli(sqlite_path, env, "show", "cut").stdout
+    # no driver is on it and resume refuses it: not "running" (design 0072)
+    row = next(
+        r for r in _cli(sqlite_path, env, "runs", "--json").json()["runs"] if r["run_id"] == "cut"
+    )
+    assert ("incomplete_fork", "created", None) == (row["status"], row["run_status"], row["tail"])
+    assert "incomplete fork" in _cli(sqlite_path, env, "runs").stdout
     refused = _cli(sqlite_path, env, "plan", "cut")
     assert 15 == refused.code
     assert "copy a crash cut short" in refused.stderr
@@ -153,3 +175,7 @@ async def test_show_names_a_fork_cut_short_and_forking_again_completes_it(
     )
     assert 0 == done.code, done.stderr
     assert True is _cli(sqlite_path, env, "show", "cut", "--json").json()["fork"]["complete"]
+    row = next(
+        r for r in _cli(sqlite_path, env, "runs", "--json").json()["runs"] if r["run_id"] == "cut"
+    )
+    assert ("finished", "succeeded") == (row["status"], row["run_status"])

@@ -4,6 +4,7 @@ defaulted, absent from the encoding when unset, source and step both or neither.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import pickle
 
 import pytest
@@ -65,3 +66,19 @@ def test_a_stored_half_fork_is_refused_on_read() -> None:
     line = STORED_BEFORE.replace('"schema_version":1}', '"schema_version":1,"forked_at_step":2}')
     with pytest.raises(SerializationError, match="without forked_from_run_id"):
         loads_log_record(line)
+
+
+def test_a_replayed_prefix_is_stored_only_when_set_and_only_for_a_fork() -> None:
+    """``fork_replayed_prefix`` (design 0072): left out at False, so a fork written before it
+    reads back unchanged; True only on a fork."""
+    plain = RunStarted("f", {"a": "b"}, forked_from_run_id="r", forked_at_step=3)
+    assert "fork_replayed_prefix" not in dumps_log_record(plain)
+    replayed = dataclasses.replace(plain, fork_replayed_prefix=True)
+    line = dumps_log_record(replayed)
+    assert line == dumps_log_record(plain)[:-2] + ',"fork_replayed_prefix":true}}'
+    assert replayed == loads_log_record(line)
+    assert replayed == pickle.loads(pickle.dumps(replayed))
+    with pytest.raises(ConfigurationError, match="only a fork has a prefix to replay"):
+        RunStarted("f", {}, fork_replayed_prefix=True)
+    with pytest.raises(ConfigurationError, match="must be a bool"):
+        RunStarted("f", {}, forked_from_run_id="r", forked_at_step=1, fork_replayed_prefix=1)  # type: ignore[arg-type]

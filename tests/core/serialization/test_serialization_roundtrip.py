@@ -121,6 +121,7 @@ OPTIONAL_ON_READ = frozenset(
         "forked_at_step",
         "fork_left_in_doubt",
         "started_at",
+        "fork_replayed_prefix",
     }
 )
 

@@ -20,8 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from polyloop.errors import ConfigurationError, PolyLoopError, RunAlreadyStartedError
-from polyloop.ports import ModelCall, RunLog, RunStore
-from polyloop.recovery import validate_log
+from polyloop.ports import Action, ModelCall, RunLog, RunStore
+from polyloop.recovery import RunStatus, run_status, validate_log
 from polyloop.serialization import LogRecord
 from polyloop.session import (
     AgentDefinition,
@@ -37,7 +37,9 @@ from polyloop.testing import (
     RecordingEventSink,
     ScriptedModelClient,
 )
+from polyloop.tools import ToolRegistry
 from polyloop.types import (
+    ActionOutcome,
     ActionStatus,
     Budget,
     IntentKind,
@@ -362,6 +364,11 @@ class CutBatchStore:
     """A real store whose next ``write_records`` keeps only its first ``keep`` records, then
     dies (:class:`Crash`): what a crash may leave of a batch (the contract promises a prefix)."""
 
+    #: Hidden (a protocol member set to ``None`` is absent): the fork then writes its copy with
+    #: ``write_records``, whose cut this store makes. A copy by ``copy_records`` is cut by
+    #: killing a process in ``tests/stores/test_fork_copy.py``.
+    copy_records = None
+
     def __init__(self, inner: RunStore, keep: int) -> None:
         self.inner = inner
         self.keep = keep
@@ -397,6 +404,9 @@ async def test_a_fork_cut_short_is_refused_by_resume_and_completed_by_forking_ag
                 clock=DatedClock(FIRST_TRY),
             )
         left = await stores.open().read_log(fork_id)
+        # a copy cut short has not started the fork; a whole one with no step of its own
+        # waits for resume like any run that crashed (design 0072)
+        assert (RunStatus.CREATED if keep < whole else RunStatus.RUNNING) is run_status(left)
         if keep == 0:
             assert RunLog() == left
         elif keep < whole:
@@ -639,3 +649,107 @@ def test_a_fork_killed_mid_action_resumes_by_the_ordinary_rules(
     assert ["write", "read", "code", "submit", "read"] == lines.ledger()
     asyncio.run(_resume_killed_fork(kind, where, ledger))
     assert ["write", "read", "code", "submit", "read", "read"] == lines.ledger()
+
+
+class FreshSessionExecutor(MixedExecutor):
+    """The mixed executor declaring :class:`PrefixReplaying` (design 0072): its tool-less
+    actions count as code run in its own session, which is fresh until one runs; ``fail_at``
+    makes the replay of that many actions report ``env_error``."""
+
+    def __init__(self, tools: ToolRegistry, effects: Effects, fail_at: int | None = None) -> None:
+        super().__init__(tools, effects)
+        self.replayed: list[str] = []
+        self.ran = 0
+        self._fail_at = fail_at
+
+    def can_replay_prefix(self) -> bool:
+        return self.ran == 0 and not self.replayed
+
+    async def replay_action(self, action: Action) -> ActionOutcome:
+        assert action.tool_call is None, "a tool call was replayed"
+        self.replayed.append(action.text)
+        if len(self.replayed) == self._fail_at:
+            return ActionOutcome(ActionStatus.ENV_ERROR, "gone", True, False, 0)
+        return await self.execute(action)
+
+    async def execute(self, action: Action) -> ActionOutcome:
+        self.ran += action.tool_call is None
+        return await super().execute(action)
+
+
+async def test_a_fresh_session_gets_the_prefix_s_code_replayed_and_no_tool_call(
+    stores: Stores,
+) -> None:
+    effects = Effects()
+    await _crashed_and_resumed_source(stores, effects)
+    executed = dict(effects.counts)
+    tools = scenario_tools(effects)
+    for k in range(6):
+        executor = FreshSessionExecutor(tools, effects)
+        request = dataclasses.replace(_request(f"replayed-{k}", effects), action_executor=executor)
+        definition = _definition(_new_agent(k), stores.open(), name="b")
+        result = await fork(definition, request, source_run_id=SOURCE, at_step=k)
+        assert isinstance(result, RunResult)
+        # step 2's code (tool-less, executed) is the only action replayed; the never tools
+        # write and submit and the safe read are never repeated
+        assert (["print(6 * 7)"] if k > 2 else []) == executor.replayed
+        assert {**executed, "code": executed["code"] + len(executor.replayed)} == dict(
+            effects.counts
+        )
+        effects.counts["code"] -= len(executor.replayed)
+        log = await stores.open().read_log(f"replayed-{k}")
+        assert log.started is not None
+        assert log.started.fork_replayed_prefix
+    # a session in which code ran is not replayed into unless asked, and then refused
+    used = FreshSessionExecutor(tools, effects)
+    await used.execute(Action("print(1)", None))
+    request = dataclasses.replace(_request("used", effects), action_executor=used)
+    with pytest.raises(ConfigurationError, match="already ran"):
+        await fork(
+            _definition(_new_agent(3), stores.open(), name="b"),
+            request,
+            source_run_id=SOURCE,
+            at_step=3,
+            replay_prefix=True,
+        )
+    assert RunLog() == await stores.open().read_log("used")
+    # an executor that declares nothing cannot be asked to replay
+    with pytest.raises(ConfigurationError, match="does not declare"):
+        await fork(
+            _definition(_new_agent(3), stores.open(), name="b"),
+            _request("plain", effects),
+            source_run_id=SOURCE,
+            at_step=3,
+            replay_prefix=True,
+        )
+    assert RunLog() == await stores.open().read_log("plain")
+
+
+async def test_a_replay_that_fails_writes_no_fork(stores: Stores) -> None:
+    effects = Effects()
+    await _crashed_and_resumed_source(stores, effects)
+    executor = FreshSessionExecutor(scenario_tools(effects), effects, fail_at=1)
+    request = dataclasses.replace(_request("failed", effects), action_executor=executor)
+    with pytest.raises(PolyLoopError, match="nothing was written"):
+        await fork(
+            _definition(_new_agent(4), stores.open(), name="b"),
+            request,
+            source_run_id=SOURCE,
+            at_step=4,
+        )
+    assert RunLog() == await stores.open().read_log("failed")
+    # without replay the same fork goes on against the session as it is
+    plain = dataclasses.replace(
+        request, action_executor=FreshSessionExecutor(scenario_tools(effects), effects)
+    )
+    result = await fork(
+        _definition(_new_agent(4), stores.open(), name="b"),
+        plain,
+        source_run_id=SOURCE,
+        at_step=4,
+        replay_prefix=False,
+    )
+    assert isinstance(result, RunResult)
+    log = await stores.open().read_log("failed")
+    assert log.started is not None
+    assert not log.started.fork_replayed_prefix

@@ -74,7 +74,14 @@ CSP = (
 #: Rows of the runs page.
 PAGE_SIZE = 50
 #: The status words the runs page filters by (``polyloop runs``'s ``status``).
-STATUSES = ("finished", "waiting_approval", "running", "unfinished", "corrupt")
+STATUSES = (
+    "finished",
+    "waiting_approval",
+    "running",
+    "unfinished",
+    "incomplete_fork",
+    "corrupt",
+)
 
 
 @dataclass(slots=True)

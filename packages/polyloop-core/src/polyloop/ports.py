@@ -54,7 +54,9 @@ __all__ = [
     "ModelCall",
     "ModelClient",
     "ParsedReply",
+    "PrefixReplaying",
     "RecordBatching",
+    "RecordCopying",
     "RunLease",
     "RunLeasing",
     "RunListing",
@@ -63,7 +65,9 @@ __all__ = [
     "StoreClosing",
     "ToolCall",
     "UserAsking",
+    "supports_prefix_replay",
     "supports_record_batching",
+    "supports_record_copying",
     "supports_user_asking",
 ]
 
@@ -729,3 +733,67 @@ class RecordBatching(Protocol):
 def supports_record_batching(store: object) -> bool:
     """Whether ``store`` can make several records durable in one write (:class:`RecordBatching`)."""
     return isinstance(store, RecordBatching)
+
+
+@runtime_checkable
+class RecordCopying(Protocol):
+    """Optional RunStore capability: a fork's copy of another run's records written from their
+    stored form, without encoding them again (design 0072).
+
+    A fork at step K writes its ``RunStarted`` and thousands of the source's records under its
+    own run id; encoding them again was most of a fork's cost on a durable store.
+    """
+
+    async def copy_records(
+        self, started: RunStarted, source_run_id: str, records: Sequence[BatchedRecord]
+    ) -> bool:
+        """Write ``started`` and then ``records`` under ``started.run_id``, as one write, or
+        nothing and return ``False``.
+
+        ``records`` are the records that follow the source's ``RunStarted`` in its log, in
+        the order the store holds them, as read back from this store (under
+        ``source_run_id``). When the store holds them so (same kinds, same order, under that
+        run id) it writes each one's stored form with only the run id changed and returns
+        ``True``: the log afterwards is the one :meth:`RecordBatching.write_records` of
+        ``started`` and the records under the new run id would give, with the same rules
+        (a duplicate is refused, storing nothing) and the same guarantee after a crash (the
+        log before the call plus a prefix of the records). Otherwise it writes nothing and
+        returns ``False``: the caller writes the records itself.
+        """
+        ...
+
+
+def supports_record_copying(store: object) -> bool:
+    """Whether ``store`` can copy a run's records under another run id (:class:`RecordCopying`)."""
+    return isinstance(store, RecordCopying)
+
+
+@runtime_checkable
+class PrefixReplaying(Protocol):
+    """Optional ActionExecutor capability: its session is an isolated environment that starts
+    empty, so a fork can bring it to step K by executing the prefix's recorded actions again
+    in a new session (design 0072).
+
+    Executing them again there repeats nothing outside the session, whatever their replay
+    policy says about the world: that policy is about the session the source ran in. Only
+    tool-less actions (the code the executor itself runs) are replayed; a tool call acts
+    through a tool, on the world as it is, and is never repeated.
+    """
+
+    def can_replay_prefix(self) -> bool:
+        """Whether the session is isolated and no action has run in it yet (started, fresh):
+        executing a prefix's actions in it now reaches the state they left in the source's."""
+        ...
+
+    async def replay_action(self, action: Action) -> ActionOutcome:
+        """Execute one of the prefix's recorded actions again, before the fork's own steps.
+
+        Returns and raises what :meth:`ActionExecutor.execute` does; the fork refuses to
+        start (writing nothing) unless every replayed action is ``EXECUTED``."""
+        ...
+
+
+def supports_prefix_replay(executor: object) -> bool:
+    """Whether ``executor`` can bring a fresh session to a fork's step by replaying its prefix
+    (:class:`PrefixReplaying`)."""
+    return isinstance(executor, PrefixReplaying)

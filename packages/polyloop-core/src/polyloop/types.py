@@ -567,7 +567,7 @@ class RunStarted:
     and a run that is no follow-up is stored exactly as before. The three ``fork`` fields
     (design 0067) are added the same way: a fork names its source run and the step its own
     agent started at. ``started_at`` was added after them (design 0061): a log written before
-    it reads as ``None``.
+    it reads as ``None``; then ``fork_replayed_prefix`` (design 0072), ``False`` when absent.
     """
 
     run_id: str
@@ -590,6 +590,11 @@ class RunStarted:
     #: (design 0061). ``None`` in logs written before the field existed. Not in the parameter
     #: snapshot, so a resume never compares it.
     started_at: str | None = field(default=None, metadata={"optional_on_read": True})
+    #: A fork only (design 0072): its executor's fresh, isolated session was brought to
+    #: ``forked_at_step`` by executing the prefix's executed tool-less actions again in it
+    #: (:class:`polyloop.ports.PrefixReplaying`); ``False``: the fork went on against the
+    #: environment as it was.
+    fork_replayed_prefix: bool = field(default=False, metadata={"optional_on_read": True})
 
     def __post_init__(self) -> None:
         object.__setattr__(
@@ -611,6 +616,7 @@ class RunStarted:
             self.forked_from_run_id is not None
             or self.forked_at_step is not None
             or self.fork_left_in_doubt is not False
+            or self.fork_replayed_prefix is not False
         ):
             self._check_fork()
 
@@ -637,6 +643,16 @@ class RunStarted:
         if type(self.fork_left_in_doubt) is not bool:
             raise ConfigurationError(
                 f"RunStarted.fork_left_in_doubt must be a bool, got {self.fork_left_in_doubt!r}."
+            )
+        if type(self.fork_replayed_prefix) is not bool:
+            raise ConfigurationError(
+                "RunStarted.fork_replayed_prefix must be a bool, got "
+                f"{self.fork_replayed_prefix!r}."
+            )
+        if self.fork_replayed_prefix and at is None:
+            raise ConfigurationError(
+                f"RunStarted of run {self.run_id!r} says fork_replayed_prefix but is no fork; "
+                "only a fork has a prefix to replay."
             )
         if self.fork_left_in_doubt and (at is None or at < 1):
             raise ConfigurationError(
@@ -679,6 +695,7 @@ class RunStarted:
                 self.forked_at_step,
                 self.fork_left_in_doubt,
                 self.started_at,
+                self.fork_replayed_prefix,
             ),
         )
 

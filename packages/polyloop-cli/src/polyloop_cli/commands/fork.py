@@ -16,9 +16,10 @@ from polyloop.errors import (
     RunNotFoundError,
     UnsupportedStoreError,
 )
+from polyloop.ports import RunLog
 from polyloop.session import SnapshotDifference, fork, parameter_differences
 from polyloop.types import RunResult
-from polyloop_cli.commands.lineage import WORLD_AS_IS
+from polyloop_cli.commands.lineage import fork_environment, fork_json
 from polyloop_cli.rendering.asks import ask_block, ask_json
 from polyloop_cli.rendering.invocation import suggest
 from polyloop_cli.rendering.render import Column, Fit, Output
@@ -60,6 +61,15 @@ __all__ = ["fork_command"]
     help="Fork although RUN's step K-1 announced an action that never settled: that step is "
     "recorded not executed (in doubt), with TEXT as the observation the new agent reads.",
 )
+@click.option(
+    "--replay-prefix/--no-replay-prefix",
+    "replay_prefix",
+    default=None,
+    help="Bring the agent's executor to step K by executing RUN's code actions again in its "
+    "fresh, isolated session (an executor that declares it can, e.g. the container "
+    "executor); --no-replay-prefix goes on against the environment as it is. Default: "
+    "replay when the executor can. Tool calls are never repeated.",
+)
 @agent_options
 @store_option
 @json_option
@@ -68,6 +78,7 @@ def fork_command(
     at_step: int,
     run_id: str | None,
     in_doubt_observation: str | None,
+    replay_prefix: bool | None,
     agent: str,
     episode_json: str | None,
     store: str | None,
@@ -76,8 +87,9 @@ def fork_command(
     """Fork run RUN at step K: a new run whose log holds RUN's steps before K (RUN's log is
     not changed), then the agent FACTORY builds drives step K onward until it stops or parks.
 
-    Nothing of RUN's prefix is called, executed or asked again: the fork continues against the
-    world as it is. Prints the lineage and the parameters in which the fork's agent differs
+    Nothing of RUN's prefix is called or asked again; its code is executed again only in a
+    fresh, isolated session (--replay-prefix), else the fork continues against the world as it
+    is. Prints the lineage and the parameters in which the fork's agent differs
     from RUN's (model, binding, budget, templates, parser). Exit codes: 0 the fork stopped;
     14 it parked on an ask; 2 RUN cannot be forked at K, or the fork's run id is taken; 5 no
     such run; 6 RUN's log is corrupt; 12 the fork's run is being driven; 22 the factory cannot
@@ -87,7 +99,15 @@ def fork_command(
     choice = store_choice(store)
     new_id = run_id if run_id is not None else f"{source_run_id}-fork-at-{at_step}"
     _fork_and_report(
-        output, choice, source_run_id, at_step, new_id, in_doubt_observation, agent, episode_json
+        output,
+        choice,
+        source_run_id,
+        at_step,
+        new_id,
+        in_doubt_observation,
+        agent,
+        episode_json,
+        replay_prefix,
     )
 
 
@@ -100,8 +120,9 @@ def _fork_and_report(
     in_doubt_observation: str | None,
     agent: str,
     episode_json: str | None,
+    replay_prefix: bool | None = None,
 ) -> None:
-    async def go() -> tuple[RunResult | RunParked, tuple[SnapshotDifference, ...], bool]:
+    async def go() -> tuple[RunResult | RunParked, tuple[SnapshotDifference, ...], RunLog]:
         async with open_store(choice.url, missing_advice=choice.missing_advice) as opened:
             source = await opened.read_log(source_run_id)
             if source.started is None:
@@ -113,13 +134,14 @@ def _fork_and_report(
                     source_run_id=source_run_id,
                     at_step=at_step,
                     in_doubt_observation=in_doubt_observation,
+                    replay_prefix=replay_prefix,
                 )
             forked = await opened.read_log(new_id)
             assert forked.started is not None
             differences = parameter_differences(
                 source.started.parameter_snapshot, forked.started.parameter_snapshot
             )
-            return outcome, differences, forked.started.fork_left_in_doubt
+            return outcome, differences, forked
 
     with refusals(
         Refusal(RunNotFoundError, lambda error: run_not_found(choice, source_run_id)),
@@ -165,13 +187,16 @@ def _fork_and_report(
             ),
         ),
     ):
-        outcome, differences, in_doubt = run_coroutine(go())
+        outcome, differences, forked = run_coroutine(go())
+    described = fork_json(forked)
+    assert described is not None
     lineage: dict[str, Any] = {
         "run_id": new_id,
         "forked_from_run_id": source_run_id,
         "forked_at_step": at_step,
-        "fork_left_in_doubt": in_doubt,
-        "environment": "world_as_is",
+        "fork_left_in_doubt": described["fork_left_in_doubt"],
+        "environment": described["environment"],
+        "replayed_steps": described["replayed_steps"],
         "parameter_differences": [
             {"key": d.key, "source": d.source, "fork": d.fork} for d in differences
         ],
@@ -187,7 +212,7 @@ def _fork_and_report(
                 }
             )
         else:
-            _lineage_text(output, lineage, differences)
+            _lineage_text(output, lineage, differences, fork_environment(forked))
             output.line(f"Run {new_id} waits for a person after {outcome.steps_done} steps:")
             output.line()
             ask_block(output, outcome.ask, choice.option)
@@ -206,7 +231,7 @@ def _fork_and_report(
             }
         )
         return
-    _lineage_text(output, lineage, differences)
+    _lineage_text(output, lineage, differences, fork_environment(forked))
     output.line(
         f"Run {new_id} stopped: {outcome.stop_reason.value} after {len(outcome.steps)} steps "
         f"({at_step} inherited)."
@@ -216,13 +241,16 @@ def _fork_and_report(
 
 
 def _lineage_text(
-    output: Output, lineage: dict[str, Any], differences: tuple[SnapshotDifference, ...]
+    output: Output,
+    lineage: dict[str, Any],
+    differences: tuple[SnapshotDifference, ...],
+    environment: str,
 ) -> None:
     at = lineage["forked_at_step"]
     fields: list[tuple[str, object]] = [
         ("run", lineage["run_id"]),
         ("fork of", f"{lineage['forked_from_run_id']} at step {at}"),
-        ("environment", WORLD_AS_IS),
+        ("environment", environment),
     ]
     if lineage["fork_left_in_doubt"]:
         fields.append(("in doubt", f"step {at - 1} recorded not executed (may have happened)"))

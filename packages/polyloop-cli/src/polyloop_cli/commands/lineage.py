@@ -6,15 +6,44 @@ from __future__ import annotations
 from typing import Any
 
 from polyloop.ports import RunLog
+from polyloop.types import ActionStatus
 from polyloop_cli.shared.errors import CliError, ExitCode, shown_id
 
-__all__ = ["WORLD_AS_IS", "fork_fields", "fork_json", "refuse_incomplete_fork"]
+__all__ = [
+    "REPLAYED_PREFIX",
+    "WORLD_AS_IS",
+    "fork_environment",
+    "fork_fields",
+    "fork_json",
+    "refuse_incomplete_fork",
+    "replayed_steps",
+]
 
 #: What every fork's environment is at its fork step (design 0067).
 WORLD_AS_IS = (
     "the world as it is: the source's actions before the fork step were not executed again, "
     "and the fork's own actions act on what the source (and anything since) left"
 )
+#: A fork whose executor's fresh, isolated session was brought to the fork step (design 0072).
+REPLAYED_PREFIX = (
+    "a fresh, isolated session of the executor, brought to the fork step by executing the "
+    "prefix's code again in it ({steps}); tool calls were not repeated and act on the world "
+    "as it is"
+)
+
+
+def replayed_steps(log: RunLog) -> list[int]:
+    """The prefix steps whose actions a fork executed again in its fresh session (design
+    0072): the executed tool-less actions before the fork step; none when it replayed nothing."""
+    started = log.started
+    if started is None or not started.fork_replayed_prefix or started.forked_at_step is None:
+        return []
+    return [
+        completed.step.step_idx
+        for completed in log.steps[: started.forked_at_step]
+        if completed.step.action_status is ActionStatus.EXECUTED
+        and completed.step.tool_name is None
+    ]
 
 
 def _whole(log: RunLog) -> bool:
@@ -39,7 +68,7 @@ def fork_fields(log: RunLog) -> list[tuple[str, object]]:
             if at
             else f"{started.forked_from_run_id} at step 0 (nothing inherited)",
         ),
-        ("environment", WORLD_AS_IS),
+        ("environment", fork_environment(log)),
     ]
     if started.fork_left_in_doubt:
         fields.append(
@@ -59,6 +88,16 @@ def fork_fields(log: RunLog) -> list[tuple[str, object]]:
     return fields
 
 
+def fork_environment(log: RunLog) -> str:
+    """What ``show`` and ``fork`` say of a fork's environment at its fork step."""
+    started = log.started
+    if started is None or not started.fork_replayed_prefix:
+        return WORLD_AS_IS
+    steps = replayed_steps(log)
+    named = "steps " + ", ".join(map(str, steps)) if steps else "no step had code to replay"
+    return REPLAYED_PREFIX.format(steps=named)
+
+
 def fork_json(log: RunLog) -> dict[str, Any] | None:
     """``show --json``'s ``fork`` object: ``None`` for a run that is no fork."""
     started = log.started
@@ -69,7 +108,8 @@ def fork_json(log: RunLog) -> dict[str, Any] | None:
         "forked_at_step": started.forked_at_step,
         "fork_left_in_doubt": started.fork_left_in_doubt,
         "complete": _whole(log),
-        "environment": "world_as_is",
+        "environment": "replayed_prefix" if started.fork_replayed_prefix else "world_as_is",
+        "replayed_steps": replayed_steps(log),
     }
 
 

@@ -28,8 +28,8 @@ __all__ = ["runs"]
 @store_option
 @json_option
 def runs(store: str | None, as_json: bool) -> None:
-    """List the runs in a store: id, steps, stop reason, "running", "waiting_approval" or
-    "unfinished". --json rows carry seed 002's status word too (run_status)."""
+    """List the runs in a store: id, steps, stop reason, "running", "waiting_approval",
+    "unfinished" or "incomplete_fork". --json rows carry seed 002's status word too (run_status)."""
     output = Output(as_json=as_json)
     choice = store_choice(store)
     url = choice.url

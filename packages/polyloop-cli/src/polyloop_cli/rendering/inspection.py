@@ -138,6 +138,7 @@ def run_summary(
     ``log`` holds what was salvaged, if anything); ``holder``: who holds the run's lease now.
 
     An unfinished run whose lease is held is ``running``: a driver is at work on it right now.
+    A fork whose copy a crash cut short, with no holder, is ``incomplete_fork``.
     """
     if damage is not None and log == RunLog():
         return {
@@ -183,6 +184,17 @@ def run_summary(
     if log.finished is not None:
         row["status"] = "finished"
         row["stop_reason"] = log.finished.result.stop_reason.value
+        return row
+    started = log.started
+    if (
+        holder is None
+        and started is not None
+        and started.forked_at_step is not None
+        and len(log.steps) < started.forked_at_step
+    ):
+        # A fork whose copy a crash cut short: resume refuses it, the same fork completes it
+        # (design 0072); no driver is on it, and it has no step of its own to resume from.
+        row["status"] = "incomplete_fork"
         return row
     row["tail"] = plan_report(log).plan.state.value
     ask = pending_ask(log)

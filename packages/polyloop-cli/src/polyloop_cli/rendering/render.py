@@ -273,6 +273,7 @@ _STATUS_STYLES = {
     "unfinished": ("unfinished", "yellow"),
     "running": ("running", "cyan"),
     "waiting_approval": ("waiting_approval", "magenta"),
+    "incomplete_fork": ("incomplete fork", "yellow"),
 }
 _GOOD_STOP_REASONS = frozenset({"task_completed", "agent_finished"})
 

@@ -26,7 +26,9 @@ __all__ = ["STATUS_OF_STOP_REASON", "RunStatus", "answer_to", "pending_ask", "ru
 class RunStatus(StrEnum):
     """Where a run is, in the words of a host's status column (seed 002)."""
 
-    #: No record yet: the run_id is known to the host, the store holds nothing of it.
+    #: No record yet: the run_id is known to the host, the store holds nothing of it. Also a
+    #: fork whose creation a crash cut short (design 0072): its copy of the source's records
+    #: is not whole, so it has not started; calling ``fork`` again creates it.
     CREATED = "created"
     #: Started and not finished, and not waiting for a person (a driver may be on it, or it
     #: crashed and waits for ``resume``; the lease, not the log, says which).
@@ -80,7 +82,10 @@ def run_status(log: RunLog) -> RunStatus:
     """The status of the run whose log is ``log`` (see :class:`RunStatus`)."""
     if log.finished is not None:
         return STATUS_OF_STOP_REASON[log.finished.result.stop_reason]
-    if log.started is None:
+    started = log.started
+    if started is None:
+        return RunStatus.CREATED
+    if started.forked_at_step is not None and len(log.steps) < started.forked_at_step:
         return RunStatus.CREATED
     if pending_ask(log) is not None:
         return RunStatus.WAITING_APPROVAL

@@ -12,8 +12,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
-from collections.abc import Mapping, Sequence
-from typing import TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from polyloop.asking import RunParked, UserAnswered, UserAsked
 from polyloop.errors import (
@@ -29,7 +29,9 @@ from polyloop.ports import (
     DecisionParser,
     Event,
     EventKind,
+    PrefixReplaying,
     RecordBatching,
+    RecordCopying,
     RunLog,
     RunStore,
 )
@@ -73,8 +75,6 @@ from polyloop.types import (
     StepCompleted,
     StepRecord,
 )
-
-_R = TypeVar("_R", Intent, ModelCallResult, StepCompleted, UserAsked, UserAnswered)
 
 __all__ = [
     "SnapshotDifference",
@@ -136,6 +136,7 @@ async def fork(
     source_run_id: str,
     at_step: int,
     in_doubt_observation: str | None = None,
+    replay_prefix: bool | None = None,
     clock: Clock = time.monotonic,
     event_timeout_seconds: float = DEFAULT_EVENT_TIMEOUT_SECONDS,
     lease_wait_seconds: float = 0.0,
@@ -153,6 +154,14 @@ async def fork(
     that contradicts the copied records (another replay policy of a tool) is refused before
     anything is written. The prefix's actions are not executed again: the fork's tools act on
     the world as it is now.
+
+    ``replay_prefix`` decides the environment at ``at_step`` (design 0072): an executor that
+    declares :class:`~polyloop.ports.PrefixReplaying` and whose session is fresh is brought
+    there by executing the prefix's executed tool-less actions again in it (``None``, the
+    default: when it can; ``True``: required, else :class:`ConfigurationError`; ``False``:
+    never). Tool calls are never repeated. The fork's ``RunStarted`` says which
+    (``fork_replayed_prefix``); a replayed action that is not ``EXECUTED`` again refuses the
+    fork with nothing written.
 
     When the source's step ``at_step - 1`` announced an action that never settled (a crash
     mid-action), the fork is refused unless ``in_doubt_observation`` is given: that step is then
@@ -178,12 +187,15 @@ async def fork(
         raise ConfigurationError(f"fork(at_step=...) takes a step index >= 0, got {at_step!r}.")
     if in_doubt_observation is not None and not isinstance(in_doubt_observation, str):
         raise ConfigurationError("fork(in_doubt_observation=...) takes a string or None.")
+    if replay_prefix is not None and type(replay_prefix) is not bool:
+        raise ConfigurationError("fork(replay_prefix=...) takes True, False or None.")
     asking = Asking.of(request, definition, approval_policy, rejected_template, ask_now)
     begin = functools.partial(
         _create,
         source_run_id=source_run_id,
         at_step=at_step,
         in_doubt_observation=in_doubt_observation,
+        replay_prefix=replay_prefix,
     )
     return await leased(
         begin, definition, request, clock, event_timeout_seconds, lease_wait_seconds, asking
@@ -200,6 +212,7 @@ async def _create(
     source_run_id: str,
     at_step: int,
     in_doubt_observation: str | None,
+    replay_prefix: bool | None,
 ) -> RunResult | RunParked:
     store = definition.store
     run_id = request.run_id
@@ -212,6 +225,7 @@ async def _create(
     validate_log(source, source_run_id)
     snapshot = run_snapshot(definition, request, asking.gates)
     in_doubt = _in_doubt_step(source, source_run_id, at_step, in_doubt_observation)
+    replaying = _replaying(request, source_run_id, replay_prefix)
     existing = await store.read_log(run_id)
     # A fork cut short by a crash is completed with the records it began with: its start time too.
     began = existing.started.started_at if existing.started is not None else None
@@ -224,38 +238,40 @@ async def _create(
         forked_at_step=at_step,
         fork_left_in_doubt=in_doubt,
         started_at=began if began is not None else started_at(clock),
+        fork_replayed_prefix=replaying,
     )
     forked_request = await resumed_request(store, request, started)
-    records: list[BatchedRecord] = [started, *_copied(source, run_id, at_step, in_doubt)]
-    if in_doubt:
-        assert in_doubt_observation is not None
-        records.append(
-            _unsettled_step(
-                definition.decision_parser,
-                forked_request,
-                source,
-                records,
-                at_step - 1,
-                in_doubt_observation,
-            )
-        )
-    log = log_of(records)
-    try:
-        if in_doubt or _rules_differ(source.started.parameter_snapshot, snapshot):
-            validate_log(log, run_id)
-    except CorruptLogError as error:
-        raise ConfigurationError(
-            f"Run {run_id!r} cannot be forked from run {source_run_id!r} at step {at_step} under "
-            "these parameters: the copied records contradict them. A fork may change the "
-            "model, its binding, the budget, templates and the parser, not what the prefix's "
-            f"records are bound to (a tool's replay policy, the model replay policy). {error}"
-        ) from None
-    _refuse_ended_prefix(log, forked_request, source_run_id, at_step)
-
-    if existing == RunLog():
-        await _write_all(store, records)
+    if (
+        not in_doubt
+        and existing == RunLog()
+        and not _rules_differ(source.started.parameter_snapshot, snapshot)
+    ):
+        # The common fork: the source's validated records, unchanged but for the run id, on an
+        # empty log. A store that can copies their stored form (design 0072).
+        prefix = _copied(source, at_step, in_doubt=False)
+        # Under the source's run id: only its steps are read from here on (rebuild, the end).
+        log = log_of([started, *prefix])
+        _refuse_ended_prefix(log, forked_request, source_run_id, at_step)
+        if replaying:
+            await _replay(request, source, source_run_id, at_step)
+        if not (
+            isinstance(store, RecordCopying)
+            and await store.copy_records(started, source_run_id, prefix)
+        ):
+            await _write_all(store, [started, *(_moved(record, run_id) for record in prefix)])
     else:
-        await _complete(store, records, existing, run_id)
+        log = await _checked_write(
+            definition,
+            forked_request,
+            started,
+            source,
+            existing,
+            source_run_id=source_run_id,
+            at_step=at_step,
+            in_doubt_observation=in_doubt_observation if in_doubt else None,
+            check=in_doubt or _rules_differ(source.started.parameter_snapshot, snapshot),
+            replaying=replaying,
+        )
 
     driver = Driver(definition, forked_request, clock, event_timeout_seconds, asking)
     driver.rebuild(log)
@@ -270,6 +286,105 @@ async def _create(
         )
     )
     return await driver.drive()
+
+
+async def _checked_write(
+    definition: AgentDefinition,
+    forked_request: RunRequest,
+    started: RunStarted,
+    source: RunLog,
+    existing: RunLog,
+    *,
+    source_run_id: str,
+    at_step: int,
+    in_doubt_observation: str | None,
+    check: bool,
+    replaying: bool,
+) -> RunLog:
+    """Write (or complete) a fork whose records are checked or built here: a step left in
+    doubt, other rules than the source's, or a copy cut short. Returns the fork's log."""
+    store = definition.store
+    run_id = started.run_id
+    in_doubt = in_doubt_observation is not None
+    records: list[BatchedRecord] = [
+        started,
+        *(_moved(record, run_id) for record in _copied(source, at_step, in_doubt=in_doubt)),
+    ]
+    if in_doubt_observation is not None:
+        records.append(
+            _unsettled_step(
+                definition.decision_parser,
+                forked_request,
+                source,
+                records,
+                at_step - 1,
+                in_doubt_observation,
+            )
+        )
+    log = log_of(records)
+    try:
+        if check:
+            validate_log(log, run_id)
+    except CorruptLogError as error:
+        raise ConfigurationError(
+            f"Run {run_id!r} cannot be forked from run {source_run_id!r} at step {at_step} under "
+            "these parameters: the copied records contradict them. A fork may change the "
+            "model, its binding, the budget, templates and the parser, not what the prefix's "
+            f"records are bound to (a tool's replay policy, the model replay policy). {error}"
+        ) from None
+    _refuse_ended_prefix(log, forked_request, source_run_id, at_step)
+    if replaying:
+        await _replay(forked_request, source, source_run_id, at_step)
+    if existing == RunLog():
+        await _write_all(store, records)
+    else:
+        await _complete(store, records, existing, run_id)
+    return log
+
+
+def _replaying(request: RunRequest, source_run_id: str, choice: bool | None) -> bool:
+    """Whether the fork replays its prefix into the executor's session (``choice``: ``None``
+    when the executor can, design 0072); raises when ``True`` and it cannot."""
+    executor = request.action_executor
+    if choice is False:
+        return False
+    if isinstance(executor, PrefixReplaying) and executor.can_replay_prefix():
+        return True
+    if choice:
+        raise ConfigurationError(
+            f"fork(replay_prefix=True) of run {source_run_id!r}: the executor "
+            f"{type(executor).__name__} "
+            + (
+                "has a session in which actions already ran"
+                if isinstance(executor, PrefixReplaying)
+                else "does not declare that its sessions are isolated and fresh "
+                "(polyloop.ports.PrefixReplaying)"
+            )
+            + ", so the prefix cannot be replayed into it. Give the fork a new, started "
+            "executor of that kind, or fork with replay_prefix=None or False to go on against "
+            "the environment as it is."
+        )
+    return False
+
+
+async def _replay(request: RunRequest, source: RunLog, source_run_id: str, at_step: int) -> None:
+    """Execute the prefix's executed tool-less actions again in the executor's fresh session,
+    in step order, before anything of the fork is written."""
+    executor = request.action_executor
+    assert isinstance(executor, PrefixReplaying)
+    for completed in source.steps[:at_step]:
+        step = completed.step
+        if step.action_status is not ActionStatus.EXECUTED or step.tool_name is not None:
+            continue
+        assert step.action is not None
+        outcome = await executor.replay_action(Action(step.action, None))
+        if outcome.status is not ActionStatus.EXECUTED:
+            raise PolyLoopError(
+                f"Forking run {source_run_id!r} at step {at_step}: replaying the action of its "
+                f"step {step.step_idx} in the fresh session gave {outcome.status.value}, so the "
+                "session is not in the state the prefix left; nothing was written. Give the fork a new executor and try again, "
+                "or fork with replay_prefix=False."
+            )
 
 
 def _rules_differ(source: Mapping[str, str], fork: Mapping[str, str]) -> bool:
@@ -320,9 +435,9 @@ def _in_doubt_step(
     return True
 
 
-def _copied(source: RunLog, run_id: str, at_step: int, in_doubt: bool) -> list[BatchedRecord]:
-    """The source's records of steps ``0..at_step-1`` under ``run_id``, in write order (the
-    unsettled step of an in-doubt fork without its ``StepCompleted``)."""
+def _copied(source: RunLog, at_step: int, *, in_doubt: bool) -> list[BatchedRecord]:
+    """The source's records of steps ``0..at_step-1``, in write order (the unsettled step of an
+    in-doubt fork without its ``StepCompleted``), still under the source's run id."""
     model_intents: dict[int, Intent] = {}
     action_intents: dict[int, Intent] = {}
     for intent in source.intents:
@@ -338,33 +453,47 @@ def _copied(source: RunLog, run_id: str, at_step: int, in_doubt: bool) -> list[B
         answers.setdefault(answered.step, []).append(answered)
     out: list[BatchedRecord] = []
     for k in range(at_step):
-        out.append(_moved(model_intents[k], run_id))
-        out.append(_moved(results[model_result_id(k)], run_id))
-        out.extend(_moved(ask, run_id) for ask in asks.get(k, ()))
-        out.extend(_moved(answered, run_id) for answered in answers.get(k, ()))
+        out.append(model_intents[k])
+        out.append(results[model_result_id(k)])
+        out.extend(asks.get(k, ()))
+        out.extend(answers.get(k, ()))
         if k in action_intents:
-            out.append(_moved(action_intents[k], run_id))
+            out.append(action_intents[k])
         if in_doubt and k == at_step - 1:
             break
-        out.append(_moved(source.steps[k], run_id))
+        out.append(source.steps[k])
     return out
 
 
-_FIELDS: dict[type, tuple[str, ...]] = {}
+_MOVERS: dict[type, Callable[[Any, str], Any]] = {}
 
 
-def _moved(record: _R, run_id: str) -> _R:
+def _moved(record: BatchedRecord, run_id: str) -> BatchedRecord:
     """``record`` under ``run_id``, every other field the same object. Built without running
-    ``__init__`` again: the record was checked when it was made, and a fork copies thousands
-    (``dataclasses.replace`` was most of a fork's cost)."""
+    ``__init__`` again, through the slots' own setters: the record was checked when it was
+    made, and a fork copies thousands (``dataclasses.replace`` was most of a fork's cost)."""
     kind = type(record)
-    names = _FIELDS.get(kind)
-    if names is None:
-        names = _FIELDS[kind] = tuple(f.name for f in dataclasses.fields(record))
-    moved = object.__new__(kind)
-    for name in names:
-        object.__setattr__(moved, name, run_id if name == "run_id" else getattr(record, name))
+    mover = _MOVERS.get(kind)
+    if mover is None:
+        mover = _MOVERS[kind] = _mover(kind)
+    moved: BatchedRecord = mover(record, run_id)
     return moved
+
+
+def _mover(kind: type) -> Callable[[Any, str], Any]:
+    slots = {field.name: getattr(kind, field.name) for field in dataclasses.fields(kind)}
+    others = [(slot.__set__, slot.__get__) for name, slot in slots.items() if name != "run_id"]
+    set_run_id = slots["run_id"].__set__
+    new = object.__new__
+
+    def move(record: Any, run_id: str) -> Any:
+        copy: Any = new(kind)
+        set_run_id(copy, run_id)
+        for put, get in others:
+            put(copy, get(record))
+        return copy
+
+    return move
 
 
 def _unsettled_step(

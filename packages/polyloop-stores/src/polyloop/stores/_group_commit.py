@@ -32,9 +32,28 @@ from polyloop.stores._threads import (
     settle_all,
 )
 
-__all__ = ["GroupCommitWriter", "PendingWrite", "Row"]
+__all__ = ["GroupCommitWriter", "NotCopiedError", "PendingWrite", "Row", "RowCopy"]
 
 _INSERT = "INSERT INTO run_records (run_id, kind, body, record_key) VALUES (?, ?, ?, ?)"
+#: The head of a stored line up to its run id, without the kind (``_copying``).
+_HEAD = '{"type":"' + '","record":{"run_id":'
+#: The record key of a run's row ``?2`` after its first.
+_NTH_KEY = "SELECT record_key FROM run_records WHERE run_id = ? ORDER BY seq LIMIT 1 OFFSET ?"
+#: The kinds of a run's first ``?2`` rows after its first, comma-separated, in order.
+_KINDS = """SELECT group_concat(kind, ',') FROM (
+    SELECT kind FROM run_records WHERE run_id = ? ORDER BY seq LIMIT ? OFFSET 1)"""
+#: A fork's copy: a run's first rows after its RunStarted, the quoted run id replaced in each
+#: body whose head is the source's (``rowcount`` says how many were).
+_COPY = """INSERT INTO run_records (run_id, kind, body, record_key)
+    SELECT :run_id, kind,
+        '{"type":"' || kind || '","record":{"run_id":' || :quoted
+            || substr(body, length(kind) + :fixed + 1),
+        record_key
+    FROM (SELECT seq, kind, body, record_key FROM run_records WHERE run_id = :source
+        ORDER BY seq LIMIT :count OFFSET 1)
+    WHERE substr(body, 1, length(kind) + :fixed)
+        = '{"type":"' || kind || '","record":{"run_id":' || :source_quoted
+    ORDER BY seq"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,13 +67,34 @@ class Row:
     key_text: str | None
 
 
+@dataclass(frozen=True, slots=True)
+class RowCopy:
+    """A fork's copy (design 0072): the ``count`` rows of ``source_run_id`` after its
+    ``RunStarted``, each body's quoted run id ``source_quoted`` replaced by ``quoted``; their
+    kinds are ``kinds`` (comma-separated, in order) and the last of them holds ``last_key``
+    (the ``StepCompleted`` of the step before the fork)."""
+
+    source_run_id: str
+    count: int
+    source_quoted: str
+    quoted: str
+    last_key: str
+    kinds: str
+
+
+class NotCopiedError(Exception):
+    """The source's rows are not the ones a :class:`RowCopy` names; nothing was stored."""
+
+
 @dataclass(slots=True)
 class PendingWrite:
-    """One write waiting for the writer thread: the rows of one run, stored all or none."""
+    """One write waiting for the writer thread: the rows of one run, stored all or none (then
+    the rows of ``copy``, in the same savepoint)."""
 
     completion: Completion
     run_id: str
     rows: tuple[Row, ...]
+    copy: RowCopy | None = None
 
 
 class GroupCommitWriter(QueueThread[PendingWrite]):
@@ -78,10 +118,12 @@ class GroupCommitWriter(QueueThread[PendingWrite]):
         #: Transactions committed so far (for tests and the benchmark).
         self.commits = 0
 
-    async def write(self, run_id: str, rows: tuple[Row, ...]) -> None:
-        """Store the rows of one run, in order, all or none; return once committed."""
+    async def write(self, run_id: str, rows: tuple[Row, ...], copy: RowCopy | None = None) -> None:
+        """Store the rows of one run, in order, all or none; return once committed. With
+        ``copy``, the copied rows follow ``rows`` in the same all or none (else
+        :class:`NotCopiedError`)."""
         completion = Completion()
-        await self._submit(PendingWrite(completion, run_id, rows), completion)
+        await self._submit(PendingWrite(completion, run_id, rows, copy), completion)
 
     def _closed_down(self) -> None:
         if self._connection is not None:
@@ -152,7 +194,7 @@ class GroupCommitWriter(QueueThread[PendingWrite]):
 
     def _insert(self, connection: sqlite3.Connection, write: PendingWrite) -> BaseException | None:
         rows = write.rows
-        if len(rows) == 1:
+        if len(rows) == 1 and write.copy is None:
             return self._insert_row(connection, write.run_id, rows[0])
         connection.execute("SAVEPOINT polyloop_records")
         for row in rows:
@@ -161,7 +203,41 @@ class GroupCommitWriter(QueueThread[PendingWrite]):
                 connection.execute("ROLLBACK TO polyloop_records")
                 connection.execute("RELEASE polyloop_records")
                 return refused
+        if write.copy is not None:
+            refused = self._insert_copy(connection, write.run_id, write.copy)
+            if refused is not None:
+                connection.execute("ROLLBACK TO polyloop_records")
+                connection.execute("RELEASE polyloop_records")
+                return refused
         connection.execute("RELEASE polyloop_records")
+        return None
+
+    def _insert_copy(
+        self, connection: sqlite3.Connection, run_id: str, copy: RowCopy
+    ) -> BaseException | None:
+        last = connection.execute(_NTH_KEY, (copy.source_run_id, copy.count)).fetchone()
+        if last is None or last[0] != copy.last_key:
+            return NotCopiedError(f"the {copy.count}th row after the RunStarted differs")
+        kinds = connection.execute(_KINDS, (copy.source_run_id, copy.count)).fetchone()
+        if kinds is None or kinds[0] != copy.kinds:
+            return NotCopiedError("the kinds of the rows after the RunStarted differ")
+        fixed = len(_HEAD) + len(copy.source_quoted)
+        try:
+            inserted = connection.execute(
+                _COPY,
+                {
+                    "run_id": run_id,
+                    "quoted": copy.quoted,
+                    "source_quoted": copy.source_quoted,
+                    "source": copy.source_run_id,
+                    "count": copy.count,
+                    "fixed": fixed,
+                },
+            ).rowcount
+        except sqlite3.IntegrityError as error:
+            return _as_store_error(error, self._name, "copying a fork's records")
+        if inserted != copy.count:
+            return NotCopiedError(f"{inserted} of {copy.count} rows had the source's run id")
         return None
 
     def _insert_row(

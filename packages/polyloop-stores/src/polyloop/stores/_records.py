@@ -89,6 +89,12 @@ class KeySet:
             bucket = self._buckets[key[:-1]] = set()
         bucket.add(key[-1])
 
+    def add_bucket(self, head: RecordKey, lasts: set[str | int]) -> None:
+        """Add the keys ``head + (last,)`` for each of ``lasts`` (owned from now on), to a set
+        that holds none with that head: a fork's copy adds thousands at once."""
+        assert head not in self._buckets
+        self._buckets[head] = lasts
+
 
 def describe_key(key: RecordKey) -> str:
     """``"model_call intent with result_id 'model-3'"``, ``"StepCompleted of step 3"``, ..."""

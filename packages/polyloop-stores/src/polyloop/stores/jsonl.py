@@ -49,6 +49,7 @@ from typing import TypeVar
 from polyloop.errors import ConfigurationError, CorruptLogError, StoreError
 from polyloop.ports import LeaseHolder, RunLog
 from polyloop.serialization import LogRecord
+from polyloop.stores._copying import copied_lines, copyable
 from polyloop.stores._durable import DurableStore, batch_run_id, utf8_of
 from polyloop.stores._files import read_all, sync_directory, write_all
 from polyloop.stores._jsonl_format import first_run_id, parse_file, scan_tail
@@ -63,7 +64,7 @@ from polyloop.stores._records import (
 )
 from polyloop.stores._stored_form import StoredSteps, stored_line
 from polyloop.stores._threads import DEFAULT_IDLE_WAIT_SECONDS, WorkerPool, check_idle_wait
-from polyloop.types import StepCompleted, StepRecord
+from polyloop.types import RunStarted, StepCompleted, StepRecord
 
 __all__ = ["JsonlRunStore"]
 
@@ -258,6 +259,52 @@ class JsonlRunStore(DurableStore):
         await self._submit(self._write_line, run_id, path, data, keys)
         for record in records:
             self._stored_steps.stored(record)
+
+    async def copy_records(
+        self, started: RunStarted, source_run_id: str, records: Sequence[LogRecord]
+    ) -> bool:
+        """Append ``started`` and the source's lines of ``records``, each with only the run id
+        changed, in one ``pwrite`` and one ``fdatasync`` (:class:`polyloop.ports.RecordCopying`);
+        ``False``, storing nothing, when the source's first lines are not those records."""
+        if not copyable(records, source_run_id):
+            return False
+        run_id = started.run_id
+        known = self._files.get(run_id)
+        path = self.path_for(run_id) if known is None else known.path  # refuses a lone surrogate
+        source = await self._submit(
+            self._head_lines, self.path_for(source_run_id), len(records) + 1
+        )
+        started_line = stored_line(started)
+        lines = None if source is None else copied_lines(source, records, started_line)
+        if lines is None:
+            return False
+        data = (started_line + "\n" + "\n".join(lines) + "\n").encode("utf-8")
+        keys = (record_key(started), *(record_key(record) for record in records))
+        await self._submit(self._write_line, run_id, path, data, keys)
+        self._stored_steps.read(run_id, tuple(r for r in records if type(r) is StepCompleted))
+        return True
+
+    @staticmethod
+    def _head_lines(path: str, count: int) -> list[str] | None:
+        """The first ``count`` whole lines of the file at ``path`` (``None``: fewer, or none)."""
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+            data = read_all(fd)
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+        lines = data.split(b"\n", count)
+        if len(lines) <= count:  # the last one has no line break: not a whole line
+            return None
+        try:
+            return [line.decode("utf-8") for line in lines[:count]]
+        except UnicodeDecodeError:
+            return None
 
     def _take_lease(self, run_id: str) -> FileLease:
         # Whatever this object saw of the file before is stale: another driver may have

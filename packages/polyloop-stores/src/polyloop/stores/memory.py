@@ -29,6 +29,7 @@ from polyloop.asking import (
 from polyloop.leasing import LeaseTable, ReleasedOnce, forget_in_forked_child
 from polyloop.ports import LeaseHolder, RunLog
 from polyloop.serialization import LogRecord
+from polyloop.stores._copying import moved_record
 from polyloop.stores._durable import batch_run_id
 from polyloop.stores._records import KeySet, RecordKey, duplicate_error, record_key
 from polyloop.types import (
@@ -161,6 +162,56 @@ class MemoryRunStore:
             for record, key in zip(records, keys, strict=True):
                 held.add(key)
                 _APPEND[type(record)](log, record)
+
+    async def copy_records(
+        self, started: RunStarted, source_run_id: str, records: Sequence[LogRecord]
+    ) -> bool:
+        """Store ``started`` and ``records`` under its run id on an empty log
+        (:class:`polyloop.ports.RecordCopying`); each copy shares every field but the run id
+        with its record (immutable values). ``False``, storing nothing, when the log of
+        ``started`` is not empty or a record is not the source's: then the caller writes them
+        one way or another and the usual refusals apply."""
+        run_id = started.run_id
+        with self._lock:
+            if self._logs.get(source_run_id) is None or run_id in self._logs:
+                return False
+        moved: dict[type, list[Any]] = {
+            Intent: [],
+            ModelCallResult: [],
+            StepCompleted: [],
+            UserAsked: [],
+            UserAnswered: [],
+        }
+        for record in records:
+            bucket = moved.get(type(record))
+            if bucket is None or record.run_id != source_run_id:
+                return False  # a head or tail record, or another run's, is not copied
+            bucket.append(moved_record(record, run_id))
+        intents: list[Intent] = moved[Intent]
+        results: list[ModelCallResult] = moved[ModelCallResult]
+        steps: list[StepCompleted] = moved[StepCompleted]
+        asks: list[UserAsked] = moved[UserAsked]
+        answers: list[UserAnswered] = moved[UserAnswered]
+        log = _Log(started, intents, results, steps, None, asks, answers)
+        # The keys of record_key, a kind at a time (a copy of one run's records repeats none).
+        keys = log.keys
+        keys.add(record_key(started))
+        heads: dict[RecordKey, set[str | int]] = {}
+        for intent in intents:
+            heads.setdefault(("intent", intent.kind), set()).add(intent.result_id)
+        heads[("result",)] = {result.result_id for result in results}
+        heads[("step",)] = {completed.step.step_idx for completed in steps}
+        heads[("asked",)] = {ask.step for ask in asks}
+        heads[("answered",)] = {answered.step for answered in answers}
+        if sum(map(len, heads.values())) != len(records):
+            return False
+        for head, lasts in heads.items():
+            keys.add_bucket(head, lasts)
+        with self._lock:
+            if run_id in self._logs:
+                return False
+            self._logs[run_id] = log
+        return True
 
     async def read_log(self, run_id: str) -> RunLog:
         with self._lock:

@@ -40,14 +40,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from polyloop.errors import ConfigurationError, CorruptLogError, SerializationError, StoreError
 from polyloop.ports import LeaseHolder, RunLog
 from polyloop.serialization import LogRecord, log_record_tag
+from polyloop.stores._copying import copyable, quoted_run_id
 from polyloop.stores._durable import DurableStore, batch_run_id, unstorable_run_id, utf8_of
-from polyloop.stores._group_commit import GroupCommitWriter, Row
+from polyloop.stores._group_commit import GroupCommitWriter, NotCopiedError, Row, RowCopy
 from polyloop.stores._leases import FileLease, FileLeases
 from polyloop.stores._records import LogBuilder, record_key
 from polyloop.stores._sqlite_schema import check_schema, connect, create_schema, key_text
 from polyloop.stores._stored_form import StoredSteps, decode_stored, stored_line
 from polyloop.stores._threads import DEFAULT_IDLE_WAIT_SECONDS, WorkerPool, check_idle_wait
-from polyloop.types import StepCompleted, StepRecord
+from polyloop.types import RunStarted, StepCompleted, StepRecord
 
 __all__ = ["SqliteRunStore"]
 
@@ -230,6 +231,34 @@ class SqliteRunStore(DurableStore):
         await self._writer.write(run_id, tuple(rows))
         for record in records:
             self._stored_steps.stored(record)
+
+    async def copy_records(
+        self, started: RunStarted, source_run_id: str, records: Sequence[LogRecord]
+    ) -> bool:
+        """Insert ``started`` and a copy of the source's rows of ``records`` (each body with only
+        the run id changed, by one ``INSERT … SELECT``) in one transaction
+        (:class:`polyloop.ports.RecordCopying`); ``False``, storing nothing, when the source's
+        first rows are not those records."""
+        run_id = started.run_id
+        if utf8_of(run_id) is None:
+            raise unstorable_run_id(repr(run_id))
+        if not copyable(records, source_run_id):
+            return False
+        started_line = stored_line(started)
+        quoted = quoted_run_id(started_line)
+        source_quoted = quoted_run_id(stored_line(RunStarted(source_run_id, {})))
+        last_key = key_text(record_key(records[-1]))
+        if quoted is None or source_quoted is None or last_key is None:
+            return False
+        kinds = ",".join(log_record_tag(record) for record in records)
+        copy = RowCopy(source_run_id, len(records), source_quoted, quoted, last_key, kinds)
+        row = Row("run_started", started_line, record_key(started), None)
+        try:
+            await self._writer.write(run_id, (row,), copy)
+        except NotCopiedError:
+            return False
+        self._stored_steps.read(run_id, tuple(r for r in records if type(r) is StepCompleted))
+        return True
 
     def _open_writer(self) -> sqlite3.Connection:
         parent = os.path.dirname(self._path)

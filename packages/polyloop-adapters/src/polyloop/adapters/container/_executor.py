@@ -150,6 +150,10 @@ class ContainerExecutor:
 
     Use it as an async context manager (or call ``start`` and ``close``); the sandbox is killed
     on exit, on cancellation of an action, and when this process dies.
+
+    Its sessions are isolated and start empty, so it declares
+    :class:`polyloop.ports.PrefixReplaying`: a fork given a fresh executor has the prefix's
+    code executed again in it before the fork's own first step (design 0072).
     """
 
     def __init__(
@@ -301,6 +305,17 @@ class ContainerExecutor:
             await self._start_locked()
 
     # -- actions ----------------------------------------------------------------------------
+
+    def can_replay_prefix(self) -> bool:
+        """Whether a fork can bring this session to its fork step by executing the prefix's
+        actions again (:class:`polyloop.ports.PrefixReplaying`): the session is started,
+        alive and fresh (no action ran in it). A sandbox starts empty and has no network, so
+        the actions repeat nothing outside it."""
+        return self.alive and self._actions == 0
+
+    async def replay_action(self, action: Action) -> ActionOutcome:
+        """Execute one of a fork's prefix actions again in this session (``execute``)."""
+        return await self.execute(action)
 
     async def execute(self, action: Action) -> ActionOutcome:
         if action.tool_call is not None:

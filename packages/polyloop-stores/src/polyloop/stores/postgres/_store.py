@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 
 from psycopg import Connection, sql
+from psycopg.errors import UniqueViolation
 from psycopg.rows import TupleRow
 
 from polyloop.asking import (
@@ -22,6 +23,7 @@ from polyloop.asking import (
 from polyloop.errors import ConfigurationError, CorruptLogError, SerializationError
 from polyloop.ports import LeaseHolder, RunLog
 from polyloop.serialization import LogRecord, log_record_tag
+from polyloop.stores._copying import copyable, quoted_run_id
 from polyloop.stores._decoding import paused_collection
 from polyloop.stores._durable import DurableStore, batch_run_id, unstorable_run_id, utf8_of
 from polyloop.stores._records import LogBuilder
@@ -51,11 +53,46 @@ from polyloop.stores.postgres._target import parse_target
 from polyloop.types import (
     Intent,
     ModelCallResult,
+    RunStarted,
     StepCompleted,
     StepRecord,
 )
 
 __all__ = ["PostgresRunStore"]
+
+#: The head of a stored line up to its run id, without the kind (``_copying``).
+_HEAD = b'{"type":"' + b'","record":{"run_id":'
+#: A fork's copy (design 0072): the kind and key of the source's row ``count`` after its
+#: RunStarted; the fork's RunStarted row; the source's first rows after its RunStarted, each
+#: body's quoted run id replaced where its head is the source's (``rowcount``: how many were);
+#: the kinds of those rows, in order.
+_COPY_SQL = (
+    sql.SQL(
+        "SELECT kind, record_key FROM {table} WHERE run_key = %b ORDER BY seq LIMIT 1 OFFSET %s"
+    ),
+    sql.SQL(
+        "INSERT INTO {table} (run_key, kind, record_key, run_id, body) VALUES (%b, %b, %b, %b, %b)"
+    ),
+    sql.SQL(
+        """INSERT INTO {table} (run_key, kind, record_key, run_id, body)
+        SELECT %(run_key)b, kind, record_key, %(run_id)b,
+            convert_to('{{"type":"' || kind || '","record":{{"run_id":', 'UTF8') || %(quoted)b
+                || substring(body from octet_length(kind) + %(fixed)s + 1)
+        FROM (SELECT seq, kind, record_key, body FROM {table} WHERE run_key = %(source)b
+            ORDER BY seq LIMIT %(count)s OFFSET 1) AS head
+        WHERE substring(body from 1 for octet_length(kind) + %(fixed)s)
+            = convert_to('{{"type":"' || kind || '","record":{{"run_id":', 'UTF8') || %(old)b
+        ORDER BY seq"""
+    ),
+    sql.SQL(
+        "SELECT string_agg(kind, ',' ORDER BY seq) FROM (SELECT seq, kind FROM {table} "
+        "WHERE run_key = %b ORDER BY seq LIMIT %s OFFSET 1) AS head"
+    ),
+)
+
+
+class _NotCopied(Exception):
+    """The source's first rows are not the records a fork copies: nothing is stored."""
 
 
 def _run_key(run_id: str) -> bytes | None:
@@ -186,6 +223,7 @@ class PostgresRunStore(DurableStore):
             "SELECT DISTINCT ON (run_key) run_key, run_id FROM {} "
             "WHERE run_key = ANY(%b::bytea[]) ORDER BY run_key, seq"
         ).format(table)
+        self._copy_sql = tuple(statement.format(table=table) for statement in _COPY_SQL)
         self._list_sql = sql.SQL(
             "SELECT run_id FROM {} GROUP BY run_key, run_id ORDER BY min(seq)"
         ).format(table)
@@ -371,6 +409,72 @@ class PostgresRunStore(DurableStore):
         await self._session_of(run_key).write(PendingGroup(Completion(), tuple(writes)))
         for record in records:
             self._stored_steps.stored(record)
+
+    async def copy_records(
+        self, started: RunStarted, source_run_id: str, records: Sequence[LogRecord]
+    ) -> bool:
+        """Insert ``started`` and a copy of the source's rows of ``records`` (each body with only
+        the run id changed, by one ``INSERT … SELECT`` on the server) in one transaction
+        (:class:`polyloop.ports.RecordCopying`), on the connection holding the fork's lease.
+        ``False``, storing nothing, when the source's first rows are not those records or this
+        store object does not hold the lease."""
+        run_id = started.run_id
+        run_key = self._storable_key(run_id)
+        source_key = _run_key(source_run_id)
+        if source_key is None or not copyable(records, source_run_id):
+            return False
+        started_line = stored_line(started)
+        quoted = quoted_run_id(started_line)
+        source_quoted = quoted_run_id(stored_line(RunStarted(source_run_id, {})))
+        if quoted is None or source_quoted is None:
+            return False
+        statements, count = self._copy_sql, len(records)
+        last_key = _record_key(records[-1])
+        kinds = ",".join(log_record_tag(record) for record in records)
+        old = source_quoted.encode("utf-8")
+        head = (run_key, "run_started", _record_key(started), run_id.encode("utf-8"))
+
+        def copy(connection: Connection[TupleRow]) -> bool:
+            try:
+                with connection.transaction():
+                    last = connection.execute(
+                        statements[0], (source_key, count), binary=True
+                    ).fetchone()
+                    if last is None or tuple(last) != ("step_completed", last_key):
+                        raise _NotCopied
+                    stored = connection.execute(statements[3], (source_key, count)).fetchone()
+                    if stored is None or stored[0] != kinds:
+                        raise _NotCopied
+                    connection.execute(
+                        statements[1], (*head, started_line.encode("utf-8")), binary=True
+                    )
+                    inserted = connection.execute(
+                        statements[2],
+                        {
+                            "run_key": run_key,
+                            "run_id": head[3],
+                            "quoted": quoted.encode("utf-8"),
+                            "old": old,
+                            "fixed": len(_HEAD) + len(old),
+                            "source": source_key,
+                            "count": count,
+                        },
+                        binary=True,
+                    ).rowcount
+                    if inserted != count:
+                        raise _NotCopied
+            except (_NotCopied, UniqueViolation):
+                # A record already there: write_records, which the caller falls back to,
+                # refuses it in its own words.
+                return False
+            return True
+
+        doing = f"copying the records of run {shown_run_id(source_run_id)} into a fork"
+        copied = await self._session.read(run_key, copy, doing)
+        if copied is not True:
+            return False  # NOT_HERE: no lease held here; the caller writes the records
+        self._stored_steps.read(run_id, tuple(r for r in records if type(r) is StepCompleted))
+        return True
 
     def _select_rows(self, run_key: bytes) -> Callable[[Connection[TupleRow]], list[TupleRow]]:
         select = self._select_sql
