@@ -458,3 +458,45 @@ async def test_a_postgres_schema_written_before_overviews_lists_right(tmp_path: 
             await close_store(other)
     finally:
         await close_store(store)
+
+
+@pytest.mark.race
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+async def test_pages_taken_while_runs_are_written_end_right(kind: str, tmp_path: Path) -> None:
+    """Two store objects page (and so remake overviews) again and again while a third writes
+    runs record by record: whatever the interleaving, once the writes stop the next page of
+    each is what reading every log gives (no overview is left behind a write, and none made
+    from an older read replaces a newer one)."""
+    writer = open_store(kind, str(tmp_path))
+    readers = [open_store(kind, str(tmp_path)) for _ in range(2)]
+    done = asyncio.Event()
+    pages_taken = [0, 0]
+
+    async def write() -> None:
+        plans = [
+            Plan(("lookup",), (("team", "red"),), "m", None, 0, ending, TIMES[index % 3])
+            for index, ending in enumerate(("ask", "none", "finished", "ask_answered") * 6)
+        ]
+        for index, plan in enumerate(plans):
+            for record in records_of(f"busy-{index:02d}", plan):
+                await write_records(writer, [record])
+        done.set()
+
+    async def page_forever(number: int) -> None:
+        store = readers[number]
+        assert supports_run_overviews(store)
+        while not done.is_set() or pages_taken[number] == 0:
+            await store.run_overviews(OverviewQuery(status="waiting_approval"))
+            await store.pending_asks()
+            pages_taken[number] += 1
+
+    try:
+        await asyncio.gather(write(), page_forever(0), page_forever(1))
+        expected = sorted(await by_reading(writer), key=lambda each: each.run_id)
+        assert 24 == len(expected)
+        for store in readers:
+            assert expected == await every_page(store, OverviewQuery(limit=7))
+            assert select_pending(expected, None, 50) == await pending(store, None, 50)
+    finally:
+        for store in [writer, *readers]:
+            await close_store(store)

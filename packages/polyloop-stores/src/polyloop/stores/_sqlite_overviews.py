@@ -42,10 +42,12 @@ _CREATE = (
     """CREATE TABLE IF NOT EXISTS run_overview_tools (
         tool TEXT NOT NULL, run_id TEXT NOT NULL, PRIMARY KEY (tool, run_id)
     ) WITHOUT ROWID""",
+    "CREATE INDEX IF NOT EXISTS run_overview_tools_by_run ON run_overview_tools (run_id)",
     """CREATE TABLE IF NOT EXISTS run_overview_bindings (
         key TEXT NOT NULL, value TEXT NOT NULL, run_id TEXT NOT NULL,
         PRIMARY KEY (key, value, run_id)
     ) WITHOUT ROWID""",
+    "CREATE INDEX IF NOT EXISTS run_overview_bindings_by_run ON run_overview_bindings (run_id)",
     """CREATE TABLE IF NOT EXISTS run_overviews_stale (
         run_id TEXT PRIMARY KEY, seq INTEGER NOT NULL
     ) WITHOUT ROWID""",
