@@ -29,7 +29,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -163,8 +163,15 @@ TOKEN: list[str] = []
 
 
 def measure(
-    label: str, home: Path, url: str, options: argparse.Namespace, python_path: str | None
+    label: str,
+    home: Path,
+    url: str,
+    options: argparse.Namespace,
+    python_path: str | None,
+    reopen: Callable[[], SqliteRunStore | PostgresRunStore] | None = None,
 ) -> None:
+    """Time the pages; with ``reopen``, then write ``--written`` more finished runs and time
+    the inbox that sees them (its page remakes their overviews first)."""
     repeat = 1 if python_path else options.repeat
     with served(home, url, python_path) as running:
         if running.token is not None:
@@ -179,6 +186,26 @@ def measure(
             for name, (path, params) in pages(options.runs, options.parked).items():
                 median = timed(client, path, params, repeat)
                 print(f"[{label}] {name:40s} {median * 1000:9.0f} ms")
+            if reopen is not None and options.written:
+                asyncio.run(write_more(reopen(), options))
+                start = time.perf_counter()
+                assert 200 == client.get("/").status_code
+                took = (time.perf_counter() - start) * 1000
+                print(f"[{label}] inbox after {options.written} runs written    {took:9.0f} ms")
+                print(
+                    f"[{label}] {'inbox again':40s} {timed(client, '/', {}, repeat) * 1000:9.0f} ms"
+                )
+
+
+async def write_more(store: SqliteRunStore | PostgresRunStore, options: argparse.Namespace) -> None:
+    """``--written`` new finished runs, batched: the next page remakes their overviews."""
+    async with store:
+        await asyncio.gather(
+            *(
+                store.write_records(finished_run(options.runs + index))
+                for index in range(options.written)
+            )
+        )
 
 
 def main() -> None:
@@ -188,6 +215,7 @@ def main() -> None:
     parser.add_argument("--parked", type=int, default=10_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--before", default="")
+    parser.add_argument("--written", type=int, default=1000)
     options = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
         home = Path(scratch) / "home"
@@ -197,10 +225,16 @@ def main() -> None:
             path = home / "runs.sqlite"
             store: SqliteRunStore | PostgresRunStore = SqliteRunStore(path)
             url = f"sqlite:{path}"
+
+            def reopen() -> SqliteRunStore | PostgresRunStore:
+                return SqliteRunStore(path)
         else:
             server = os.environ["POLYLOOP_TEST_POSTGRES_URL"]
             store = PostgresRunStore(server, schema=schema)
             url = with_schema(server, schema)
+
+            def reopen() -> SqliteRunStore | PostgresRunStore:
+                return PostgresRunStore(server, schema=schema)
 
         async def write() -> None:
             async with store:
@@ -215,7 +249,7 @@ def main() -> None:
         try:
             if options.before:
                 measure("before", home, url, options, options.before)
-            measure("after", home, url, options, None)
+            measure("after", home, url, options, None, reopen)
         finally:
             if options.store == "postgres":
                 drop_schemas([schema])
