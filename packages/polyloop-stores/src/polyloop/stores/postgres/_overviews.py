@@ -126,52 +126,85 @@ class OverviewSql:
     def store(
         self, connection: _Connection, made: Sequence[tuple[bytes, RunOverview, int]]
     ) -> None:
-        """Write the overviews ``made`` (key, overview, the stale mark's seq) in one transaction."""
-        with connection.transaction():
-            for run_key, overview, seq in made:
-                run_id = _encoded(overview.run_id)
-                asked = None if overview.asked_at is None else _encoded(overview.asked_at)
-                connection.execute(
-                    self._sql(
-                        """INSERT INTO {schema}.run_overviews
-                            (run_key, run_id, status, asked_at, body) VALUES (%b, %b, %s, %b, %s)
-                            ON CONFLICT (run_key) DO UPDATE SET status = EXCLUDED.status,
-                            asked_at = EXCLUDED.asked_at, body = EXCLUDED.body"""
+        """Write the overviews ``made`` (key, overview, the stale mark's seq) in one
+        transaction, each statement once for all of them (a round trip per run would be most
+        of the time)."""
+        keys = [run_key for run_key, _, _ in made]
+        overviews = [
+            (
+                run_key,
+                _encoded(overview.run_id),
+                overview.status,
+                None if overview.asked_at is None else _encoded(overview.asked_at),
+                overview_json(overview),
+            )
+            for run_key, overview, _ in made
+        ]
+        tools = [
+            (_encoded(tool), _encoded(overview.run_id), run_key)
+            for run_key, overview, _ in made
+            for tool in overview.tools
+        ]
+        bindings = [
+            (_encoded(key), _encoded(value), _encoded(overview.run_id), run_key)
+            for run_key, overview, _ in made
+            for key, value in overview.binding
+        ]
+        with connection.transaction(), connection.cursor() as cursor:
+            cursor.executemany(
+                self._sql(
+                    """INSERT INTO {schema}.run_overviews (run_key, run_id, status, asked_at, body)
+                        VALUES (%b, %b, %s, %b, %s)
+                        ON CONFLICT (run_key) DO UPDATE SET status = EXCLUDED.status,
+                        asked_at = EXCLUDED.asked_at, body = EXCLUDED.body"""
+                ),
+                overviews,
+            )
+            for table in ("run_overview_tools", "run_overview_bindings"):
+                cursor.execute(
+                    sql.SQL("DELETE FROM {} WHERE run_key = ANY(%s)").format(
+                        sql.Identifier(self.schema, table)
                     ),
-                    (run_key, run_id, overview.status, asked, overview_json(overview)),
+                    (keys,),
                 )
-                connection.execute(
-                    self._sql("DELETE FROM {schema}.run_overview_tools WHERE run_key = %b"),
-                    (run_key,),
-                )
-                connection.execute(
-                    self._sql("DELETE FROM {schema}.run_overview_bindings WHERE run_key = %b"),
-                    (run_key,),
-                )
-                with connection.cursor() as cursor:
-                    cursor.executemany(
-                        self._sql(
-                            "INSERT INTO {schema}.run_overview_tools (tool, run_id, run_key) "
-                            "VALUES (%b, %b, %b)"
-                        ),
-                        [(_encoded(tool), run_id, run_key) for tool in overview.tools],
-                    )
-                    cursor.executemany(
-                        self._sql(
-                            "INSERT INTO {schema}.run_overview_bindings "
-                            "(key, value, run_id, run_key) VALUES (%b, %b, %b, %b)"
-                        ),
-                        [
-                            (_encoded(key), _encoded(value), run_id, run_key)
-                            for key, value in overview.binding
-                        ],
-                    )
-                connection.execute(
-                    self._sql(
-                        "DELETE FROM {schema}.run_overviews_stale WHERE run_key = %b AND seq = %s"
-                    ),
-                    (run_key, seq),
-                )
+            cursor.executemany(
+                self._sql(
+                    "INSERT INTO {schema}.run_overview_tools (tool, run_id, run_key) "
+                    "VALUES (%b, %b, %b)"
+                ),
+                tools,
+            )
+            cursor.executemany(
+                self._sql(
+                    "INSERT INTO {schema}.run_overview_bindings (key, value, run_id, run_key) "
+                    "VALUES (%b, %b, %b, %b)"
+                ),
+                bindings,
+            )
+            cursor.executemany(
+                self._sql(
+                    "DELETE FROM {schema}.run_overviews_stale WHERE run_key = %b AND seq = %s"
+                ),
+                [(run_key, seq) for run_key, _, seq in made],
+            )
+
+    def logs(
+        self, run_keys: Sequence[bytes]
+    ) -> Callable[[_Connection], dict[bytes, list[TupleRow]]]:
+        """The records ``(seq, body)`` of the runs of ``run_keys``, in write order, by run key,
+        for the reader connections' ``run``."""
+        select = self._sql(
+            "SELECT run_key, seq, body FROM {schema}.run_records WHERE run_key = ANY(%s) "
+            "ORDER BY run_key, seq"
+        )
+
+        def query(connection: _Connection) -> dict[bytes, list[TupleRow]]:
+            found: dict[bytes, list[TupleRow]] = {}
+            for run_key, seq, body in connection.execute(select, (list(run_keys),), binary=True):
+                found.setdefault(bytes(run_key), []).append((seq, body))
+            return found
+
+        return query
 
     def storing(
         self, made: Sequence[tuple[bytes, RunOverview, int]]

@@ -305,20 +305,23 @@ class PostgresRunStore(DurableStore):
         try:
             stale = self._readers.run(overviews.stale, doing) or []
             for start in range(0, len(stale), CHUNK):
+                chunk = stale[start : start + CHUNK]
+                # The chunk's logs in one query: a round trip per run would be most of the time.
+                rows = self._readers.run(overviews.logs([key for key, _, _ in chunk]), doing)
                 made = [
-                    (run_key, read_overview(run_id, self._log_reader(run_key)), seq)
-                    for run_key, run_id, seq in stale[start : start + CHUNK]
+                    (run_key, read_overview(run_id, self._decoder((rows or {}).get(run_key))), seq)
+                    for run_key, run_id, seq in chunk
                 ]
                 self._readers.run(overviews.storing(made), doing)
         finally:
             self._readers.run(lambda c: c.execute("SELECT pg_advisory_unlock(%s, %s)", lock), doing)
         return self._readers.run(answer, "listing the run overviews")
 
-    def _log_reader(self, run_key: bytes) -> Callable[[str], RunLog]:
-        def read(run_id: str) -> RunLog:
-            return self._read(run_id, run_key, f"reading the log of run {shown_run_id(run_id)}")
+    def _decoder(self, rows: list[TupleRow] | None) -> Callable[[str], RunLog]:
+        def decode(run_id: str) -> RunLog:
+            return self._decode(run_id, rows)
 
-        return read
+        return decode
 
     # -- plumbing --------------------------------------------------------------------------
 
