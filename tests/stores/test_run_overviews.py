@@ -266,6 +266,7 @@ async def write_plans(store: RunStore, prefix: str, drawn: Sequence[Plan]) -> di
     return written
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", STORE_KINDS)
 @settings(
     max_examples=30,

@@ -1,13 +1,16 @@
 """Run overviews in a SQLite store's file (:class:`polyloop.listing.RunOverviews`, design 0070).
 
-Three tables beside ``run_records`` hold one overview per run (``run_overviews``, with its
+Four tables beside ``run_records`` hold one overview per run (``run_overviews``, with its
 tools and binding pairs in two tables of their own, so a filter is an index lookup), and
 ``run_overviews_stale`` holds the runs written since their overview was made. A trigger on
 ``run_records`` marks a run stale in the same transaction as every record written, by any
 process and any version of this library, so an overview never lags silently behind a write.
 A page first brings the stale runs' overviews up to date (reading those logs only, with
 :func:`polyloop.listing.overview_of`, the one function that says a run's status), then answers
-from the indexes.
+from the indexes. A stale mark is removed only when it still names the record seen before
+the log was read, and an overview replaces another only when made from a mark at least as
+new (one writer at a time: ``seq`` follows commit order), so two processes remaking at once
+never leave an older overview in place.
 
 The tables are made on first use, in one ``BEGIN IMMEDIATE`` transaction that also marks
 every run already in the file stale: a file written before them opens and lists right, and
