@@ -46,11 +46,19 @@ from polyloop.errors import (
     RunLeaseHeldError,
     StaleAskError,
 )
+from polyloop.listing import (
+    OVERVIEW_STATUSES,
+    OverviewQuery,
+    RunOverview,
+    overview_of,
+    select_overviews,
+    select_pending,
+    supports_run_overviews,
+)
 from polyloop.ports import RunLog, RunStore
 from polyloop.recovery import answer_to, pending_ask
 from polyloop.session import answer, approve, edit, reject
 from polyloop.tools import ToolRegistry
-from polyloop_cli.rendering.inspection import run_summary
 from polyloop_cli.rendering.redaction import scrub
 from polyloop_cli.shared.agents import opened_agent
 from polyloop_cli.shared.errors import CliError
@@ -71,17 +79,11 @@ CSP = (
     "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
     "frame-ancestors 'none'; base-uri 'none'"
 )
-#: Rows of the runs page.
+#: Rows of the runs page, and asks of an inbox page.
 PAGE_SIZE = 50
-#: The status words the runs page filters by (``polyloop runs``'s ``status``).
-STATUSES = (
-    "finished",
-    "waiting_approval",
-    "running",
-    "unfinished",
-    "incomplete_fork",
-    "corrupt",
-)
+#: The status words the runs page filters by: ``polyloop runs``'s ``status`` of a run, as the
+#: console shows it without looking at leases (``running`` needs the lease's holder).
+STATUSES = OVERVIEW_STATUSES
 
 
 @dataclass(slots=True)
@@ -285,26 +287,62 @@ def ask_view(ask: UserAsked, log: RunLog) -> dict[str, Any]:
     }
 
 
-async def pending_asks(console: Console) -> list[dict[str, Any]]:
+async def _every_overview(console: Console) -> list[RunOverview]:
+    """Every run's overview by reading every log: for a store without ``RunOverviews``."""
     listing = await list_run_ids(console.store, console.url)
     found = []
     for run_id in listing.run_ids:
         read = await read_run(console.store, console.url, run_id)
-        if read.damage is not None or read.log.finished is not None:
-            continue
-        ask = pending_ask(read.log)
-        if ask is not None:
-            found.append(ask_view(ask, read.log))
-    found.sort(key=lambda item: (item["asked_at"], item["run_id"]))
+        found.append(overview_of(run_id, read.log, read.damage))
     return found
 
 
+@dataclass(frozen=True, slots=True)
+class InboxPage:
+    """One page of the inbox: its asks, how many wait in all, and the key of the next page."""
+
+    asks: list[dict[str, Any]]
+    total: int
+    next_after: tuple[str, str] | None
+
+
+async def pending_asks(console: Console, after: tuple[str, str] | None = None) -> InboxPage:
+    """The asks of one inbox page (oldest first, after ``after``, an ``(asked_at, run_id)``
+    key), from the store's index of run overviews when it has one (design 0070)."""
+    store = console.store
+    if supports_run_overviews(store):
+        waiting = await store.pending_asks(after, PAGE_SIZE + 1)
+        total: int = await store.count_pending_asks()
+    else:
+        every = await _every_overview(console)
+        waiting = select_pending(every, after, PAGE_SIZE + 1)
+        total = sum(1 for each in every if each.status == "waiting_approval")
+    more = len(waiting) > PAGE_SIZE
+    waiting = waiting[:PAGE_SIZE]
+    found = []
+    for overview in waiting:
+        # The page shows exactly what a decision would run: the ask as its log has it now.
+        read = await read_run(store, console.url, overview.run_id)
+        ask = None if read.damage is not None else pending_ask(read.log)
+        if ask is not None:
+            found.append(ask_view(ask, read.log))
+    last = waiting[-1] if waiting else None
+    next_after = (last.asked_at or "", last.run_id) if more and last is not None else None
+    return InboxPage(found, total, next_after)
+
+
 async def _inbox(request: Request, console: Console, session: Session, session_id: str) -> Response:
-    asks = await pending_asks(console)
+    after_at = request.query_params.get("after_at")
+    after_run = request.query_params.get("after_run")
+    after = None if after_at is None or after_run is None else (after_at, after_run)
+    page = await pending_asks(console, after)
     notices = console.notices.pop(session_id, [])
     return _page(
         "inbox.html",
-        asks=asks,
+        asks=page.asks,
+        total=page.total,
+        next_after=page.next_after,
+        paged=after is not None,
         person=session.person,
         csrf=session.csrf,
         notices=notices,
@@ -448,24 +486,46 @@ async def _decide(
 # ---------------------------------------------------------------------------
 
 
+def overview_row(overview: RunOverview) -> dict[str, Any]:
+    """What the runs page shows of one run (the columns of ``polyloop runs``)."""
+    ask = None
+    if overview.ask_step is not None:
+        ask = {"step": overview.ask_step, "kind": overview.ask_kind, "tool_name": overview.ask_tool}
+    return {
+        "run_id": overview.run_id,
+        "status": overview.status,
+        "run_status": overview.run_status,
+        "steps": overview.steps,
+        "stop_reason": overview.stop_reason,
+        "pending_ask": ask,
+        "tail": overview.tail,
+        "model": overview.model,
+        "started_at": overview.started_at,
+        "tools": ", ".join(overview.tools),
+    }
+
+
 async def runs_page_rows(
-    console: Console, status: str, query: str, after: str
+    console: Console, query: OverviewQuery
 ) -> tuple[list[dict[str, Any]], str | None]:
-    """One page of runs (by run id, after ``after``) whose id contains ``query`` and whose
-    status is ``status`` (``""``: any); and the run id to continue after, if there are more."""
-    listing = await list_run_ids(console.store, console.url)
-    ids = sorted(run_id for run_id in listing.run_ids if query in run_id and run_id > after)
-    rows: list[dict[str, Any]] = []
-    for index, run_id in enumerate(ids):
-        read = await read_run(console.store, console.url, run_id)
-        row = run_summary(run_id, read.log, read.damage)
-        if status and row["status"] != status:
-            continue
-        rows.append(row)
-        if len(rows) == PAGE_SIZE:
-            more = index + 1 < len(ids)
-            return rows, (run_id if more else None)
-    return rows, None
+    """One page of runs (``query``, at most ``PAGE_SIZE``), from the store's index of run
+    overviews when it has one (design 0070), else by reading every log; and the run id to
+    continue after, if there are more."""
+    ask = OverviewQuery(
+        status=query.status,
+        tool=query.tool,
+        binding=query.binding,
+        run_id_contains=query.run_id_contains,
+        after=query.after,
+        limit=PAGE_SIZE + 1,
+    )
+    if supports_run_overviews(console.store):
+        found = await console.store.run_overviews(ask)
+    else:
+        found = select_overviews(await _every_overview(console), ask)
+    rows = [overview_row(each) for each in found[:PAGE_SIZE]]
+    more = len(found) > PAGE_SIZE
+    return rows, (rows[-1]["run_id"] if more else None)
 
 
 async def _runs(request: Request, console: Console, session: Session, session_id: str) -> Response:
@@ -473,14 +533,25 @@ async def _runs(request: Request, console: Console, session: Session, session_id
     if status not in STATUSES:
         status = ""
     query = request.query_params.get("q", "")
-    after = request.query_params.get("after", "")
-    rows, next_after = await runs_page_rows(console, status, query, after)
+    tool = request.query_params.get("tool", "")
+    binding_text = request.query_params.get("binding", "")
+    key, equals, value = binding_text.partition("=")
+    binding = (key, value) if equals else None
+    after = request.query_params.get("after") or None
+    rows, next_after = await runs_page_rows(
+        console,
+        OverviewQuery(
+            status=status, tool=tool, binding=binding, run_id_contains=query, after=after
+        ),
+    )
     return _page(
         "runs.html",
         rows=rows,
         statuses=STATUSES,
         chosen=status,
         query=query,
+        tool=tool,
+        binding=binding_text if binding is not None else "",
         next_after=next_after,
         person=session.person,
         csrf=session.csrf,

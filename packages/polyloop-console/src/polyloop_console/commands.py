@@ -17,6 +17,7 @@ from pathlib import Path
 
 import click
 
+from polyloop.listing import OverviewQuery, supports_run_overviews
 from polyloop_cli.shared.command_kit import STORE_AS_FOR_RUNS, StoreChoice, store_choice
 from polyloop_cli.shared.errors import CliError, ExitCode
 from polyloop_cli.shared.stores import list_run_ids, open_store, polyloop_home
@@ -178,7 +179,20 @@ def worker(
         async with open_store(choice.url, missing_advice=choice.missing_advice) as opened:
 
             async def run_ids() -> Sequence[str]:
-                return (await list_run_ids(opened, choice.url)).run_ids
+                if not supports_run_overviews(opened):
+                    return (await list_run_ids(opened, choice.url)).run_ids
+                # Only an unfinished run can wait for a decision to be carried out; a store
+                # with overviews (design 0070) names those without reading every log.
+                found: list[str] = []
+                after = None
+                while True:
+                    page = await opened.run_overviews(
+                        OverviewQuery(status="unfinished", after=after, limit=1000)
+                    )
+                    found += [each.run_id for each in page]
+                    if len(page) < 1000:
+                        return found
+                    after = page[-1].run_id
 
             click.echo(f"PolyLoop worker on {choice.url}: continuing decided runs.")
             sys.stdout.flush()

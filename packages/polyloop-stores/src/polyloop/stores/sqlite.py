@@ -35,11 +35,14 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TypeVar
 
+from polyloop import listing
 from polyloop.errors import ConfigurationError, CorruptLogError, SerializationError, StoreError
 from polyloop.ports import LeaseHolder, RunLog
 from polyloop.serialization import LogRecord, log_record_tag
+from polyloop.stores import _sqlite_overviews
 from polyloop.stores._copying import copyable, quoted_run_id
 from polyloop.stores._durable import DurableStore, batch_run_id, unstorable_run_id, utf8_of
 from polyloop.stores._group_commit import GroupCommitWriter, NotCopiedError, Row, RowCopy
@@ -51,6 +54,8 @@ from polyloop.stores._threads import DEFAULT_IDLE_WAIT_SECONDS, WorkerPool, chec
 from polyloop.types import RunStarted, StepCompleted, StepRecord
 
 __all__ = ["SqliteRunStore"]
+
+T = TypeVar("T")
 
 #: ``synchronous`` levels that keep a WAL commit durable when it returns.
 _DURABLE_LEVELS = frozenset({"FULL", "EXTRA"})
@@ -118,6 +123,8 @@ class SqliteRunStore(DurableStore):
         self._leasing = WorkerPool(f"{name} leases", 2, idle_wait=idle_wait)
         self._leases = FileLeases(self._path + LEASE_DIRECTORY_SUFFIX, self._leasing)
         self._stored_steps = StoredSteps()
+        #: The connection that keeps the run overviews (design 0070), on the reader thread.
+        self._overviewer: sqlite3.Connection | None = None
 
     # -- public surface ------------------------------------------------------------------
 
@@ -190,8 +197,54 @@ class SqliteRunStore(DurableStore):
             if self._reader is not None:
                 self._reader.close()
                 self._reader = None
+            if self._overviewer is not None:
+                self._overviewer.close()
+                self._overviewer = None
         self._leasing.close()
         self._leases.close()
+
+    # -- run overviews (polyloop.listing.RunOverviews, design 0070) ------------------------
+
+    async def run_overviews(self, query: listing.OverviewQuery) -> tuple[listing.RunOverview, ...]:
+        """One page of run overviews, filtered, in run-id order, from indexes."""
+        found = await self._readers.run(
+            self._with_overviews, lambda c: _sqlite_overviews.run_page(c, query)
+        )
+        return () if found is None else found
+
+    async def pending_asks(
+        self, after: tuple[str, str] | None = None, limit: int = 50
+    ) -> tuple[listing.RunOverview, ...]:
+        """The runs waiting on an ask, oldest ask first, from indexes."""
+        found = await self._readers.run(
+            self._with_overviews, lambda c: _sqlite_overviews.pending_page(c, after, limit)
+        )
+        return () if found is None else found
+
+    async def count_pending_asks(self) -> int:
+        """How many runs wait on an ask."""
+        found = await self._readers.run(self._with_overviews, _sqlite_overviews.count_pending)
+        return 0 if found is None else found
+
+    def _with_overviews(self, answer: Callable[[sqlite3.Connection], T]) -> T | None:
+        """``answer`` over fresh overview tables (made on first use); ``None`` while the file
+        holds no runs yet."""
+        try:
+            with self._reader_lock:
+                if self._reader_connection() is None:
+                    return None
+                if self._overviewer is None:
+                    self._overviewer = connect(self._path, busy_timeout_ms=self._busy_timeout_ms)
+                connection = self._overviewer
+            _sqlite_overviews.ensure_tables(connection)
+            _sqlite_overviews.refresh(connection, self._read)
+            return answer(connection)
+        except sqlite3.Error as error:
+            raise StoreError(
+                f"Listing the run overviews of {self._path} failed ({type(error).__name__}: "
+                f"{error}). The run logs were not changed; retry once the file is readable and "
+                "writable (or raise busy_timeout_ms if it is locked)."
+            ) from error
 
     # -- plumbing --------------------------------------------------------------------------
 

@@ -11,11 +11,13 @@ import os
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
+from typing import TypeVar
 
 from psycopg import Connection, sql
 from psycopg.errors import UniqueViolation
 from psycopg.rows import TupleRow
 
+from polyloop import listing
 from polyloop.asking import (
     UserAnswered,
     UserAsked,
@@ -26,6 +28,7 @@ from polyloop.serialization import LogRecord, log_record_tag
 from polyloop.stores._copying import copyable, quoted_run_id
 from polyloop.stores._decoding import paused_collection
 from polyloop.stores._durable import DurableStore, batch_run_id, unstorable_run_id, utf8_of
+from polyloop.stores._overview_form import read_overview
 from polyloop.stores._records import LogBuilder
 from polyloop.stores._stored_form import StoredSteps, decode_stored, stored_line
 from polyloop.stores._threads import (
@@ -42,6 +45,11 @@ from polyloop.stores.postgres._lease import (
     lease_lock_key,
 )
 from polyloop.stores.postgres._listen import listen
+from polyloop.stores.postgres._overviews import (
+    CHUNK,
+    OverviewSql,
+    refresh_lock_key,
+)
 from polyloop.stores.postgres._readers import ReaderConnections
 from polyloop.stores.postgres._session import (
     NOT_HERE,
@@ -93,6 +101,9 @@ _COPY_SQL = (
 
 class _NotCopied(Exception):
     """The source's first rows are not the records a fork copies: nothing is stored."""
+
+
+T = TypeVar("T")
 
 
 def _run_key(run_id: str) -> bytes | None:
@@ -204,6 +215,7 @@ class PostgresRunStore(DurableStore):
         self._readers = ReaderConnections(database, application_name="polyloop reader")
         self._holder_sql = HolderQueries(self._schema)
         self._stored_steps = StoredSteps()
+        self._overview_sql = OverviewSql(self._schema)
         _STORES.add(self)
         table = sql.Identifier(self._schema, "run_records")
         self._select_sql = sql.SQL(
@@ -346,6 +358,68 @@ class PostgresRunStore(DurableStore):
         self._readers.abandon_in_child()
         self._reader_threads = WorkerPool(self._name, 1)
         self._reader_threads.close()  # a closed pool: reads refuse at once instead of hanging
+
+    # -- run overviews (polyloop.listing.RunOverviews, design 0070) ------------------------
+
+    async def run_overviews(self, query: listing.OverviewQuery) -> tuple[listing.RunOverview, ...]:
+        """One page of run overviews, filtered, in run-id order, from indexes."""
+        overviews = self._overview_sql
+        found = await self._reader_threads.run(
+            self._with_overviews, lambda c: overviews.run_page(c, query)
+        )
+        return () if found is None else found
+
+    async def pending_asks(
+        self, after: tuple[str, str] | None = None, limit: int = 50
+    ) -> tuple[listing.RunOverview, ...]:
+        """The runs waiting on an ask, oldest ask first, from indexes."""
+        overviews = self._overview_sql
+        found = await self._reader_threads.run(
+            self._with_overviews, lambda c: overviews.pending_page(c, after, limit)
+        )
+        return () if found is None else found
+
+    async def count_pending_asks(self) -> int:
+        """How many runs wait on an ask."""
+        found = await self._reader_threads.run(
+            self._with_overviews, self._overview_sql.count_pending
+        )
+        return 0 if found is None else found
+
+    def _with_overviews(self, answer: Callable[[Connection[TupleRow]], T]) -> T | None:
+        """``answer`` over fresh overview tables (made on first use); ``None`` while the
+        schema holds no tables yet."""
+        overviews = self._overview_sql
+        doing = "bringing the run overviews up to date"
+
+        def ensure(connection: Connection[TupleRow]) -> bool:
+            overviews.ensure_tables(connection)
+            return True
+
+        if not self._readers.run(ensure, doing):
+            return None
+        lock = refresh_lock_key(self._schema)
+        self._readers.run(lambda c: c.execute("SELECT pg_advisory_lock(%s, %s)", lock), doing)
+        try:
+            stale = self._readers.run(overviews.stale, doing) or []
+            for start in range(0, len(stale), CHUNK):
+                chunk = stale[start : start + CHUNK]
+                # The chunk's logs in one query: a round trip per run would be most of the time.
+                rows = self._readers.run(overviews.logs([key for key, _, _ in chunk]), doing)
+                made = [
+                    (run_key, read_overview(run_id, self._decoder((rows or {}).get(run_key))), seq)
+                    for run_key, run_id, seq in chunk
+                ]
+                self._readers.run(overviews.storing(made), doing)
+        finally:
+            self._readers.run(lambda c: c.execute("SELECT pg_advisory_unlock(%s, %s)", lock), doing)
+        return self._readers.run(answer, "listing the run overviews")
+
+    def _decoder(self, rows: list[TupleRow] | None) -> Callable[[str], RunLog]:
+        def decode(run_id: str) -> RunLog:
+            return self._decode(run_id, rows)
+
+        return decode
 
     # -- plumbing --------------------------------------------------------------------------
 
