@@ -19,7 +19,7 @@ from polyloop.stores.postgres import PostgresRunStore
 from polyloop.stores.sqlite import SqliteRunStore
 from polyloop.testing import write_records
 from polyloop_console.app import PAGE_SIZE
-from tests.cli.test_postgres_store import with_schema
+from tests.cli.shared.test_postgres_store import with_schema
 from tests.console._kit import serve, signed_in
 from tests.stores._helpers import close_store
 from tests.stores._postgres import drop_schemas, server_url

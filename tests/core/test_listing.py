@@ -17,7 +17,9 @@ from polyloop.listing import (
 
 
 def test_a_query_refuses_an_unknown_status_or_page_size_and_says_what_fits() -> None:
-    with pytest.raises(ConfigurationError, match="finished, waiting_approval, unfinished, corrupt"):
+    with pytest.raises(
+        ConfigurationError, match="finished, waiting_approval, unfinished, incomplete_fork, corrupt"
+    ):
         OverviewQuery(status="running")
     for limit in (0, -1, True, 2.5):
         with pytest.raises(ConfigurationError, match="limit must be an int >= 1"):
@@ -44,4 +46,10 @@ def test_selection_filters_then_pages_in_order() -> None:
     ]
     assert ["c", "a"] == [o.run_id for o in select_pending(lines)]
     assert ["a"] == [o.run_id for o in select_pending(lines, ("1", "c"))]
-    assert set(OVERVIEW_STATUSES) == {"finished", "waiting_approval", "unfinished", "corrupt"}
+    assert set(OVERVIEW_STATUSES) == {
+        "finished",
+        "waiting_approval",
+        "unfinished",
+        "incomplete_fork",
+        "corrupt",
+    }

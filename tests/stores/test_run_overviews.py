@@ -21,7 +21,7 @@ import psycopg
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from polyloop_cli.inspection import run_summary
+from polyloop_cli.rendering.inspection import run_summary
 from psycopg import sql
 
 from polyloop.asking import AskKind, UserAnswered, UserAsked, Verdict

@@ -544,7 +544,7 @@ class PostgresRunStore(DurableStore):
             return True
 
         doing = f"copying the records of run {shown_run_id(source_run_id)} into a fork"
-        copied = await self._session.read(run_key, copy, doing)
+        copied = await self._session_of(run_key).read(run_key, copy, doing)
         if copied is not True:
             return False  # NOT_HERE: no lease held here; the caller writes the records
         self._stored_steps.read(run_id, tuple(r for r in records if type(r) is StepCompleted))
