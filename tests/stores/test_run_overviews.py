@@ -21,7 +21,6 @@ import psycopg
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from polyloop_cli.rendering.inspection import run_summary
 from psycopg import sql
 
 from polyloop.asking import AskKind, UserAnswered, UserAsked, Verdict
@@ -41,6 +40,7 @@ from polyloop.stores.postgres import PostgresRunStore
 from polyloop.stores.sqlite import SqliteRunStore
 from polyloop.testing import run_finished, run_started, tool_step, write_records
 from polyloop.types import StopReason
+from polyloop_cli.rendering.inspection import run_summary
 from tests.stores._helpers import STORE_KINDS, Opened, close_store, open_store
 from tests.stores._postgres import server_url
 
