@@ -125,9 +125,12 @@ def _own_methods(protocol: type[Any]) -> list[str]:
 
 def test_module_exports_the_seed_names() -> None:
     """`polyloop.ports.__all__` holds every name of the draft; the additions are `EventKind` and
-    the optional store capabilities (leases, listing, closing, asking a person, batching)."""
+    the optional capabilities (leases, listing, closing, asking a person, batching, copying a
+    fork's records; an executor replaying a fork's prefix)."""
     additions = {
         "BatchedRecord",
+        "PrefixReplaying",
+        "RecordCopying",
         "EventKind",
         "LeaseHolder",
         "RunLease",
@@ -136,7 +139,9 @@ def test_module_exports_the_seed_names() -> None:
         "RecordBatching",
         "StoreClosing",
         "UserAsking",
+        "supports_prefix_replay",
         "supports_record_batching",
+        "supports_record_copying",
         "supports_user_asking",
     }
     assert set(ports.__all__) >= SEED_NAMES
