@@ -37,7 +37,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.cli.test_postgres_store import with_schema
+from tests.cli.shared.test_postgres_store import with_schema
 from tests.console._kit import Served, serve, signed_in
 from tests.stores._postgres import drop_schemas
 
