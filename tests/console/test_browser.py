@@ -16,11 +16,10 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, ConsoleMessage, Page, sync_playwright
+from playwright.sync_api import Browser, ConsoleMessage, Page
 
 from polyloop.recovery import pending_ask
 from polyloop.stores.sqlite import SqliteRunStore
@@ -29,23 +28,7 @@ from tests.cli._kit import clean_env, polyloop
 from tests.console._agents import TWO_REFUNDS
 from tests.console._kit import AGENT, Served, episode, ledger_lines, park, serve, wait_for
 
-CHROMIUM = Path("/usr/bin/chromium")
-
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    if not CHROMIUM.exists():
-        pytest.fail(
-            f"{CHROMIUM} is missing: install Debian's chromium (`apt-get install -y chromium`, "
-            "as .ci/install-system does)."
-        )
-    with sync_playwright() as driver:
-        # The tests run as root here and in CI, where chromium's sandbox cannot start.
-        launched = driver.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
-        yield launched
-        launched.close()
 
 
 class Tab:

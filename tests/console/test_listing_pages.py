@@ -145,5 +145,12 @@ def test_the_inbox_counts_and_pages_the_asks_and_the_runs_page_filters(
             assert [f"f-{index:02d}" for index in range(5)] == walk({"status": "finished"})
             assert ["u-01"] == walk({"q": "u-01", "status": "unfinished"})
             assert [] == walk({"q": "u-01", "status": "finished"})
+            # A filter the page cannot apply says so, and lists what it shows instead.
+            odd = client.get("/runs", params={"status": "done", "binding": "team"}).text
+            assert "No status &#39;done&#39;: one of finished," in odd
+            assert "The binding filter &#39;team&#39; is not KEY=VALUE" in odd
+            assert sorted(RUNS)[:PAGE_SIZE] == _rows(odd)
+            assert "not KEY=VALUE" in client.get("/runs", params={"binding": "=red"}).text
+            assert 'class="notice' not in client.get("/runs", params={"status": ""}).text
     finally:
         served.stop()

@@ -45,10 +45,8 @@ from tests.console._kit import (
     signed_in,
     wait_for,
 )
-from tests.console.test_browser import Tab, _sign_in, browser
+from tests.console.test_browser import Tab, _sign_in
 from tests.stores._postgres import drop_schemas, server_url
-
-__all__ = ["browser"]
 
 pytestmark = pytest.mark.slow
 

@@ -1,9 +1,11 @@
 """Child processes of the gated SIGKILL and race tests: ``python -m tests.stores._gated_child``.
 
-- ``drive KIND WHERE RUN_ID LEDGER HANG_ON``: drive the gated scenario (tests.asking_kit) to its
-  end, deciding every ask, printing ``begin <method> <step>`` before and ``w <method> <step>``
-  after every store write; effects go to the LEDGER file; the effect named HANG_ON (``-``:
-  none) prints ``in-action`` and hangs.
+- ``drive KIND WHERE RUN_ID LEDGER HANG_ON [STOP_AT]``: drive the gated scenario
+  (tests.asking_kit) to its end, deciding every ask, printing ``begin <method> <step>`` before
+  and ``w <method> <step>`` after every store write; effects go to the LEDGER file; the effect
+  named HANG_ON (``-``: none) prints ``in-action`` and hangs. Having printed the line STOP_AT,
+  it hangs there too: the parent's SIGKILL lands at exactly that point, however late it comes
+  (a busy machine would otherwise let the child write on past it).
 - ``decide KIND WHERE RUN_ID VERDICT``: print ``ready``, wait for a line on stdin, then approve
   (VERDICT ``approve``) or reject the pending ask, waiting up to 20 s for the lease; print
   ``won`` or ``lost <error type>``.
@@ -14,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import time
 from collections.abc import Mapping
 
 from polyloop.errors import PolyLoopError
@@ -22,9 +25,15 @@ from polyloop.session import approve, read_pending_ask, reject
 from tests.asking_kit import LedgerEffects, drive_gated
 from tests.stores._helpers import close_store, open_store
 
+#: The line after which the child hangs until it is killed (``drive``'s STOP_AT).
+_STOP_AT: list[str] = []
+
 
 def _say(line: str) -> None:
     os.write(sys.stdout.fileno(), (line + "\n").encode())
+    if line in _STOP_AT:
+        # Blocks the event loop on purpose: nothing more may be written before the kill.
+        time.sleep(3600)
 
 
 def _step_of(record: object) -> int:
@@ -81,7 +90,11 @@ class PrintingStore:
         return self.inner.parameters()
 
 
-async def _drive(kind: str, where: str, run_id: str, ledger: str, hang_on: str) -> None:
+async def _drive(
+    kind: str, where: str, run_id: str, ledger: str, hang_on: str, stop_at: str = ""
+) -> None:
+    if stop_at:
+        _STOP_AT.append(stop_at)
     store = open_store(kind, where)
     try:
         effects = LedgerEffects(ledger, "" if hang_on == "-" else hang_on)

@@ -99,8 +99,8 @@ async def test_a_kill_around_an_ask_or_a_decision_loses_nothing_and_repeats_noth
     where = str(tmp_path)
     ledger = os.path.join(where, "ledger")
     hang_on = REFUND_OF_STEP[step] if trigger == "in-action" else "-"
-    process = _child("drive", kind, where, "g", ledger, hang_on)
     wanted = "in-action" if trigger == "in-action" else f"{trigger} {step}"
+    process = _child("drive", kind, where, "g", ledger, hang_on, wanted)
     seen = _kill_at(process, wanted)
     if kind == "postgres":
         wait_until_sessions_end(process.pid)

@@ -15,11 +15,10 @@ never skips, when chromium is missing: ``.ci/install-system`` installs it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, ConsoleMessage, Page, sync_playwright
+from playwright.sync_api import Browser, ConsoleMessage, Page
 
 from polyloop import testing
 from polyloop.types import StopReason
@@ -34,22 +33,6 @@ from tests.console.viewer.test_command import (
     hostile_records,
     make_store,
 )
-
-CHROMIUM = Path("/usr/bin/chromium")
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    if not CHROMIUM.exists():
-        pytest.fail(
-            f"{CHROMIUM} is missing: install Debian's chromium (`apt-get install -y chromium`, "
-            "as .ci/install-system does)."
-        )
-    with sync_playwright() as driver:
-        # The tests run as root here and in CI, where chromium's sandbox cannot start.
-        launched = driver.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
-        yield launched
-        launched.close()
 
 
 class Opened:

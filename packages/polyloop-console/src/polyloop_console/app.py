@@ -529,14 +529,26 @@ async def runs_page_rows(
 
 
 async def _runs(request: Request, console: Console, session: Session, session_id: str) -> Response:
+    notices: list[tuple[str, str]] = []
     status = request.query_params.get("status", "")
-    if status not in STATUSES:
+    if status and status not in STATUSES:
+        notices.append(
+            ("refused", f"No status {status!r}: one of {', '.join(STATUSES)}; showing any status.")
+        )
         status = ""
     query = request.query_params.get("q", "")
     tool = request.query_params.get("tool", "")
     binding_text = request.query_params.get("binding", "")
     key, equals, value = binding_text.partition("=")
-    binding = (key, value) if equals else None
+    binding = (key, value) if equals and key else None
+    if binding_text and binding is None:
+        notices.append(
+            (
+                "refused",
+                f"The binding filter {binding_text!r} is not KEY=VALUE (e.g. team=red): "
+                "not applied.",
+            )
+        )
     after = request.query_params.get("after") or None
     rows, next_after = await runs_page_rows(
         console,
@@ -551,7 +563,8 @@ async def _runs(request: Request, console: Console, session: Session, session_id
         chosen=status,
         query=query,
         tool=tool,
-        binding=binding_text if binding is not None else "",
+        binding=binding_text,
+        notices=notices,
         next_after=next_after,
         person=session.person,
         csrf=session.csrf,
